@@ -1,0 +1,45 @@
+# distdeck: `make run` serves the deck, `make test` runs every test.
+# Each target installs what it needs first; `make install` is idempotent.
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+VENDOR  := static/vendor
+VSTAMP  := $(VENDOR)/.installed
+HOST    ?= 127.0.0.1
+PORT    ?= 8000
+
+.PHONY: install run test test-fast bench export lint clean
+
+install: $(STAMP) $(VSTAMP)
+
+# Python: a venv with the CPU build of torch (pinned in pyproject.toml) and the package.
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+# Front end: npm packages, their dist files copied into static/vendor (git-ignored).
+$(VSTAMP): package.json package-lock.json scripts/vendor.sh
+	npm ci --no-audit --no-fund
+	sh scripts/vendor.sh node_modules $(VENDOR)
+	touch $@
+
+run: install
+	$(VENV)/bin/distdeck serve --host $(HOST) --port $(PORT)
+
+test: install
+	$(PY) -m pytest -q -rs
+
+test-fast: install
+	$(PY) -m pytest -q -m "not browser and not slow"
+
+bench: install
+	$(PY) -m bench
+
+export: install
+	$(VENV)/bin/distdeck export export
+
+clean:
+	rm -rf $(VENV) node_modules $(VENDOR) *.egg-info

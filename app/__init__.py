@@ -1,0 +1,1 @@
+"""distdeck's web layer: FastAPI routers, settings and the CLI. Imports simulations' public API only."""

@@ -1,0 +1,40 @@
+"""Every setting of the server, in one place, read from DISTDECK_* environment variables."""
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DISTDECK_", env_nested_delimiter="__")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+
+    # Embedding: who may put the deck in an iframe (CSP frame-ancestors), and which
+    # parent origins the postMessage API answers. "*" means any site.
+    frame_ancestors: list[str] = ["*"]
+    postmessage_origins: list[str] = ["*"]
+
+    slides_dir: Path = ROOT / "slides"
+    static_dir: Path = ROOT / "static"
+    # Recorded runs (torchrun or `distdeck simulate --out`) that the deck can replay.
+    runs_dir: Path | None = None
+
+    # The warm pool of rank processes behind the live simulations.
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    pool_size: int = Field(8, ge=1, le=8)
+    start_pool_on_startup: bool = True
+    job_timeout_s: float = Field(60.0, gt=0)
+    max_queued_runs: int = Field(8, ge=1)
+    cached_runs: int = Field(64, ge=1)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
