@@ -1,0 +1,104 @@
+"""torch.distributed, traced: the same calls, each one recorded with its real bytes and wall time.
+
+Scenarios call these instead of `dist.*` so the algorithm reads as usual while
+every message lands in the trace. Bytes are the bytes of the tensors handed to
+the op: for send/recv exactly what crossed the wire; for a collective the size
+of this rank's buffer (the formulas in REFERENCE.md turn that into wire bytes).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from simulations import trace
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def send(t: torch.Tensor, dst: int, group=None, *, chunk: int | None = None, name: str | None = None,
+         show_values: bool = True) -> None:
+    tr = trace.current()
+    start = tr.now()
+    dist.send(t, dst=_global(dst, group), group=group)
+    tr.transfer("send", _nbytes(t), dst=dst, group=_name(group), chunk=chunk, tensor=name,
+                values=trace.values_of(t) if show_values and tr.enabled else None, start=start, end=tr.now())
+
+
+def recv(t: torch.Tensor, src: int, group=None) -> torch.Tensor:
+    tr = trace.current()
+    with tr.span(f"recv←{src}", kind="comm", bytes=_nbytes(t)):
+        dist.recv(t, src=_global(src, group), group=group)
+    return t
+
+
+def sendrecv(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int, group=None, *,
+             chunk: int | None = None, name: str | None = None) -> torch.Tensor:
+    """Send to one peer while receiving from another (a ring step); both in flight at once, so no deadlock."""
+    tr = trace.current()
+    start = tr.now()
+    ops = [dist.P2POp(dist.isend, send_t, _global(dst, group), group),
+           dist.P2POp(dist.irecv, recv_t, _global(src, group), group)]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    tr.transfer("send", _nbytes(send_t), dst=dst, group=_name(group), chunk=chunk, tensor=name,
+                values=trace.values_of(send_t) if tr.enabled else None, start=start, end=tr.now())
+    return recv_t
+
+
+def _collective(op: str, t_in: torch.Tensor, group, fn) -> None:
+    tr = trace.current()
+    start = tr.now()
+    fn()
+    tr.transfer(op, _nbytes(t_in), group=_name(group), start=start, end=tr.now())
+
+
+def all_reduce(t: torch.Tensor, group=None, op=dist.ReduceOp.SUM) -> torch.Tensor:
+    _collective("all_reduce", t, group, lambda: dist.all_reduce(t, op=op, group=group))
+    return t
+
+
+def all_gather_into_tensor(out: torch.Tensor, shard: torch.Tensor, group=None) -> torch.Tensor:
+    _collective("all_gather", shard, group, lambda: dist.all_gather_into_tensor(out, shard, group=group))
+    return out
+
+
+def reduce_scatter_tensor(out: torch.Tensor, full: torch.Tensor, group=None,
+                          op=dist.ReduceOp.SUM) -> torch.Tensor:
+    _collective("reduce_scatter", full, group, lambda: dist.reduce_scatter_tensor(out, full, op=op, group=group))
+    return out
+
+
+def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int] | None = None,
+                      in_splits: list[int] | None = None, group=None) -> torch.Tensor:
+    _collective("all_to_all", inp, group,
+                lambda: dist.all_to_all_single(out, inp, out_splits, in_splits, group=group))
+    return out
+
+
+def broadcast(t: torch.Tensor, src: int, group=None) -> torch.Tensor:
+    _collective("broadcast", t, group, lambda: dist.broadcast(t, src=_global(src, group), group=group))
+    return t
+
+
+def _global(rank: int, group) -> int:
+    """Group rank -> global rank (the pool's groups are ranks 0..n-1, so they agree; torchrun too)."""
+    if group is None or group is dist.group.WORLD:
+        return rank
+    return dist.get_global_rank(group, rank)
+
+
+_group_names: dict[int, str] = {}
+
+
+def name_group(group, name: str) -> None:
+    """Label a process group ("tp", "dp", "pp", ...) so its transfers say which mesh dimension they ran on."""
+    _group_names[id(group)] = name
+
+
+def _name(group) -> str:
+    if group is None or group is dist.group.WORLD:
+        return "world"
+    return _group_names.get(id(group), "group")

@@ -1,0 +1,37 @@
+"""The small models and data the scenarios train: the same seed gives the same model on every rank."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def mlp(in_features: int, width: int, depth: int, out_features: int, seed: int) -> nn.Sequential:
+    """`depth` hidden Linear+ReLU layers, then a Linear head; initialised from `seed`."""
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    layers: list[nn.Module] = []
+    features = in_features
+    for _ in range(depth):
+        layers += [nn.Linear(features, width), nn.ReLU()]
+        features = width
+    layers.append(nn.Linear(features, out_features))
+    model = nn.Sequential(*layers)
+    torch.random.set_rng_state(generator_state)
+    return model
+
+
+def regression_batch(size: int, in_features: int, out_features: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fixed random regression batch: inputs and targets."""
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(size, in_features, generator=g)
+    y = torch.randn(size, out_features, generator=g)
+    return x, y
+
+
+def flat(tensors) -> torch.Tensor:
+    return torch.cat([t.detach().reshape(-1).to(torch.float64) for t in tensors])
+
+
+def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.to(torch.float64) - b.to(torch.float64)).abs().max()) if a.numel() else 0.0

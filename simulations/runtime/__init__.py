@@ -1,0 +1,11 @@
+"""Running scenarios: a warm pool of rank processes, and the runs it streams.
+
+    RankPool    rank processes that stay up between jobs (gloo on CPU, NCCL on GPUs)
+    Simulator   runs on the pool: shares identical runs, caches finished ones, bounds the queue
+    Run         one run's meta, frames, summary or error, followed live or replayed
+"""
+
+from simulations.runtime.pool import PoolBroken, RankPool, RunFailed
+from simulations.runtime.runs import Overloaded, Run, Simulator, simulate
+
+__all__ = ["RankPool", "PoolBroken", "RunFailed", "Run", "Simulator", "Overloaded", "simulate"]

@@ -1,0 +1,185 @@
+"""Per-rank instrumentation: what a rank sent, what it computed when, and what it holds.
+
+Scenario code stays the algorithm. It calls the traced collectives in
+`simulations.comm`, wraps compute in `trace.span(...)`, and marks the points of
+its story with `trace.frame(...)`. Every rank marks the same points (SPMD), so
+the parent can merge the N fragments of point k into frame k.
+
+With tracing disabled (the benchmark's baseline, or a plain torchrun) every call
+here returns at once, so the same code runs untraced.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from simulations.frames import Frame, RankState, Span, TensorView, Transfer
+
+MAX_VALUES = 64  # tensors up to this many elements travel with their values
+
+_current: Tracer | None = None  # a process-wide global, not a contextvar: DDP hooks run on autograd's threads
+
+
+def tensor_bytes(tensors: torch.Tensor | Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind these tensors (views are not counted twice)."""
+    if isinstance(tensors, torch.Tensor):
+        tensors = [tensors]
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if t is None:
+            continue
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+def values_of(t: torch.Tensor, limit: int = MAX_VALUES) -> list[float] | None:
+    if t.numel() > limit:
+        return None
+    return [round(float(v), 6) for v in t.detach().flatten().to(torch.float32).cpu()]
+
+
+def tensor_view(name: str, role: str, t: torch.Tensor, *, shard: tuple[int, int] | None = None,
+                note: str | None = None, limit: int = MAX_VALUES) -> TensorView:
+    return TensorView(name=name, role=role, shape=list(t.shape), bytes=t.numel() * t.element_size(),
+                      values=values_of(t, limit), shard=shard, note=note)
+
+
+class Tracer:
+    """One rank's recorder for one run. `sink(fragment)` receives each frame fragment as it is made."""
+
+    def __init__(self, rank: int, t0: float, sink: Callable[[dict], None] | None = None, enabled: bool = True):
+        self.rank = rank
+        self.t0 = t0
+        self.sink = sink
+        self.enabled = enabled
+        self.index = 0
+        self.sent: Counter[str] = Counter()  # op -> bytes this rank sent, over the whole run (always kept)
+        self._transfers: list[Transfer] = []
+        self._spans: list[Span] = []
+
+    def now(self) -> float:
+        return time.time() - self.t0
+
+    @contextmanager
+    def span(self, name: str, kind: str = "compute", step: int | None = None, **args: Any) -> Iterator[None]:
+        if not self.enabled:
+            yield
+            return
+        start = self.now()
+        try:
+            yield
+        finally:
+            self._spans.append(Span(rank=self.rank, name=name, kind=kind, start=start, end=self.now(),
+                                    step=step, args=args))
+
+    def transfer(self, op: str, nbytes: int, *, dst: int | None = None, group: str = "world",
+                 chunk: int | None = None, tensor: str | None = None, values: list[float] | None = None,
+                 start: float = 0.0, end: float = 0.0) -> None:
+        self.sent[op] += nbytes
+        if self.enabled:
+            self._transfers.append(Transfer(op=op, src=self.rank, dst=dst, bytes=nbytes, group=group, chunk=chunk,
+                                            tensor=tensor, values=values, start=start, end=end))
+            self._spans.append(Span(rank=self.rank, name=op if dst is None else f"{op}→{dst}", kind="comm",
+                                    start=start, end=end, args={"bytes": nbytes, "group": group}))
+
+    def frame(self, phase: str, caption: str, *, tensors: Iterable[TensorView] = (),
+              memory: dict[str, int | torch.Tensor | Iterable[torch.Tensor]] | None = None,
+              status: str | None = None, extra: dict[str, Any] | None = None,
+              rank_extra: dict[str, Any] | None = None) -> None:
+        """Mark point `index` of the story: this rank's part of frame `index`.
+
+        `memory` maps a role to live tensors (their bytes are measured) or to a byte count.
+        `extra` is frame-wide (rank 0's is kept); `rank_extra` is this rank's own.
+        """
+        if not self.enabled:
+            self.index += 1
+            return
+        measured = {role: (v if isinstance(v, int) else tensor_bytes(v)) for role, v in (memory or {}).items()}
+        fragment = {
+            "index": self.index, "rank": self.rank, "phase": phase, "caption": caption,
+            "state": RankState(rank=self.rank, tensors=list(tensors), memory=measured, status=status,
+                               extra=rank_extra or {}),
+            "transfers": self._transfers, "spans": self._spans, "extra": extra or {},
+        }
+        self._transfers, self._spans = [], []
+        self.index += 1
+        if self.sink is not None:
+            self.sink(fragment)
+
+
+def merge_fragments(fragments: list[dict]) -> Frame:
+    """N ranks' fragments of one story point -> one frame. Rank 0 speaks for the caption."""
+    fragments = sorted(fragments, key=lambda f: f["rank"])
+    lead = fragments[0]
+    return Frame(
+        index=lead["index"], phase=lead["phase"], caption=lead["caption"],
+        ranks=[f["state"] for f in fragments],
+        transfers=[t for f in fragments for t in f["transfers"]],
+        spans=[s for f in fragments for s in f["spans"]],
+        extra=lead["extra"],
+    )
+
+
+_untraced = Tracer(rank=0, t0=time.time(), enabled=False)
+
+
+def current() -> Tracer:
+    """The tracer of the run this process is executing (rank processes run one job at a time)."""
+    return _current if _current is not None else _untraced
+
+
+@contextmanager
+def using(tracer: Tracer) -> Iterator[Tracer]:
+    global _current
+    previous, _current = _current, tracer
+    try:
+        yield tracer
+    finally:
+        _current = previous
+
+
+class ActivationMeter:
+    """Measures the activations autograd saves for backward: the real bytes, counted as they are saved.
+
+    Use as `with ActivationMeter(model.parameters()) as acts: loss = model(x)`, then `acts.bytes`.
+    Tensors that share storage with `exclude` (the weights autograd also saves) are not activations.
+    """
+
+    def __init__(self, exclude: Iterable[torch.Tensor] = ()) -> None:
+        self.saved: list[torch.Tensor] = []
+        self._excluded = {t.untyped_storage().data_ptr() for t in exclude}
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        if t.untyped_storage().data_ptr() not in self._excluded:
+            self.saved.append(t)
+        return t
+
+    @property
+    def bytes(self) -> int:
+        return tensor_bytes(self.saved)
+
+    def release(self) -> None:
+        self.saved = []
+
+    def __enter__(self) -> ActivationMeter:
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._hooks.__exit__(*exc)
+
+
+def span(name: str, kind: str = "compute", step: int | None = None, **args: Any):
+    return current().span(name, kind, step, **args)
+
+
+def frame(phase: str, caption: str, **kwargs: Any) -> None:
+    current().frame(phase, caption, **kwargs)

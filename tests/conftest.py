@@ -1,0 +1,27 @@
+"""Shared fixtures: one warm rank pool for the whole session (starting ranks is the slow part)."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulations.runtime import RankPool, simulate
+
+
+@pytest.fixture(scope="session")
+def pool():
+    pool = RankPool(size=8, backend="gloo", job_timeout_s=60)
+    pool.start(background=False)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def run_scenario(pool):
+    """run_scenario("ddp", world_size=4, ...) -> a finished Run (frames, summary) that must have succeeded."""
+
+    def run(name: str, **params):
+        result = simulate(pool, name, params)
+        assert result.error is None, result.error
+        return result
+
+    return run
