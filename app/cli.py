@@ -7,6 +7,11 @@ import typer
 cli = typer.Typer(no_args_is_help=True, add_completion=False, help="distdeck: see distributed training, for real.")
 
 
+@cli.callback()
+def _commands() -> None:
+    """Keeps `distdeck serve` a subcommand: typer runs a lone command as the root otherwise."""
+
+
 @cli.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",

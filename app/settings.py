@@ -1,10 +1,11 @@
 """Every setting of the server, in one place, read from DISTDECK_* environment variables."""
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,6 +21,15 @@ class Settings(BaseSettings):
     # parent origins the postMessage API answers. "*" means any site.
     frame_ancestors: list[str] = ["*"]
     postmessage_origins: list[str] = ["*"]
+
+    @field_validator("frame_ancestors", "postmessage_origins")
+    @classmethod
+    def _one_source_per_entry(cls, sources: list[str]) -> list[str]:
+        # These go into a response header and a page: a space, ';' or ',' would smuggle in more policy.
+        for source in sources:
+            if not source or re.search(r"[\s;,]", source):
+                raise ValueError(f"not a single origin or CSP source: {source!r}")
+        return sources
 
     slides_dir: Path = ROOT / "slides"
     static_dir: Path = ROOT / "static"

@@ -1,0 +1,80 @@
+"""What every response shares: security headers, and HTML error pages instead of tracebacks."""
+
+import logging
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.settings import Settings
+from app.slides import jinja_env
+
+log = logging.getLogger("distdeck")
+
+ERROR_TEXT = {
+    404: ("Page not found", "There is no page at"),
+    500: ("Something went wrong", "The server could not render"),
+}
+
+
+class SecurityHeaders:
+    """Adds CSP frame-ancestors (who may embed us) and a few safe defaults to every response.
+
+    A plain ASGI middleware rather than BaseHTTPMiddleware, so Server-Sent Event streams pass
+    through untouched. No X-Frame-Options: it would forbid the cross-site embedding we allow.
+    """
+
+    def __init__(self, app: ASGIApp, frame_ancestors: list[str]) -> None:
+        self.app = app
+        self.headers = [
+            (b"content-security-policy", f"frame-ancestors {' '.join(frame_ancestors)}".encode()),
+            (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"strict-origin-when-cross-origin"),
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {name for name, _ in self.headers}
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names and k.lower() != b"x-frame-options"]
+                message["headers"] = kept + self.headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/")
+
+
+def error_page(request: Request, status_code: int) -> HTMLResponse:
+    heading, message = ERROR_TEXT.get(status_code, ("Error", "The server could not answer"))
+    settings: Settings = request.app.state.settings
+    html = jinja_env(Path(settings.slides_dir).resolve()).get_template("error.html.j2").render(
+        status_code=status_code, heading=heading, message=message, path=request.url.path
+    )
+    return HTMLResponse(html, status_code=status_code)
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404 and not _wants_json(request):
+            return error_page(request, 404)
+        return await http_exception_handler(request, exc)
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s", request.url.path)
+        if _wants_json(request):
+            return JSONResponse({"detail": "Internal server error"}, status_code=500)
+        return error_page(request, 500)

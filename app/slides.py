@@ -1,0 +1,116 @@
+"""The talk: sections discovered under slides/sections/, each with its own manifest, rendered by Jinja.
+
+Layout (so that a new section never touches a shared file):
+
+    slides/macros.html.j2            shared macros (tex, stepped, live, ...)
+    slides/slide.html.j2             the <section> wrapper every slide extends
+    slides/sections/<NN>-<slug>/
+        section.toml                 title = "...", then one [[slides]] table per slide, in order
+        <slide-id>.html.j2           the slide: {% block content %} and {% block notes %}
+
+A [[slides]] table has `id` (unique in the deck, used in the URL), `title`, and optionally
+`steps` (how many steps a static stepped slide has) and `template` (defaults to `<id>.html.j2`).
+"""
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
+from pydantic import BaseModel, Field, ValidationError
+
+from app import memory_math
+
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+SLIDE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+
+
+class ManifestError(ValueError):
+    """A section manifest is malformed; the message names the file."""
+
+
+class Slide(BaseModel):
+    id: str = Field(pattern=SLIDE_ID_PATTERN, max_length=64)
+    title: str = Field(min_length=1)
+    steps: int = Field(1, ge=1, le=100)
+    template: str | None = None
+    # Filled in by load_deck, not read from TOML.
+    section_slug: str = ""
+    template_path: str = ""
+
+
+class Section(BaseModel):
+    slug: str
+    title: str = Field(min_length=1)
+    slides: list[Slide] = Field(min_length=1)
+
+
+class Deck(BaseModel):
+    title: str
+    sections: list[Section]
+
+    @property
+    def slides(self) -> list[Slide]:
+        return [slide for section in self.sections for slide in section.slides]
+
+    def find(self, slide_id: str) -> Slide | None:
+        return next((s for s in self.slides if s.id == slide_id), None)
+
+    def print_page_count(self) -> int:
+        """Pages of the ?print-pdf view: one per slide, one per step of a stepped slide."""
+        return sum(slide.steps for slide in self.slides)
+
+
+def load_deck(slides_dir: Path, title: str = "Distributed training, for real") -> Deck:
+    """Read every slides/sections/*/section.toml in sorted order and check the whole deck."""
+    sections_dir = slides_dir / "sections"
+    sections: list[Section] = []
+    for section_dir in sorted(p for p in sections_dir.iterdir() if p.is_dir()):
+        manifest = section_dir / "section.toml"
+        if not manifest.is_file():
+            raise ManifestError(f"{section_dir}: missing section.toml")
+        try:
+            data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+            section = Section(slug=section_dir.name, **data)
+        except (tomllib.TOMLDecodeError, ValidationError, TypeError) as exc:
+            raise ManifestError(f"{manifest}: {exc}") from exc
+        for slide in section.slides:
+            slide.section_slug = section.slug
+            slide.template_path = f"sections/{section.slug}/{slide.template or slide.id + '.html.j2'}"
+            if not (slides_dir / slide.template_path).is_file():
+                raise ManifestError(f"{manifest}: slide {slide.id!r} has no template {slide.template_path}")
+        sections.append(section)
+    seen: set[str] = set()
+    for slide in (s for section in sections for s in section.slides):
+        if slide.id in seen:
+            raise ManifestError(f"slide id {slide.id!r} is used twice; ids name slides in URLs")
+        seen.add(slide.id)
+    if not sections:
+        raise ManifestError(f"{sections_dir}: no sections")
+    return Deck(title=title, sections=sections)
+
+
+@lru_cache(maxsize=4)
+def jinja_env(slides_dir: Path) -> Environment:
+    """One environment for page templates (app/templates) and slides (slides/)."""
+    env = Environment(
+        loader=ChoiceLoader([FileSystemLoader(TEMPLATES_DIR), FileSystemLoader(slides_dir)]),
+        autoescape=True,  # every template is HTML; query values must never reach markup raw
+        undefined=StrictUndefined,  # a typo in a slide fails the render (and the tests), not silently
+        auto_reload=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals["mem"] = memory_math
+    env.filters["gb"] = memory_math.gb
+    return env
+
+
+def render_slides(deck: Deck, env: Environment, **context) -> list[str]:
+    """Each slide's <section> markup, in deck order."""
+    rendered = []
+    for number, slide in enumerate(deck.slides, start=1):
+        template = env.get_template(slide.template_path)
+        section = next(s for s in deck.sections if s.slug == slide.section_slug)
+        rendered.append(template.render(slide=slide, section=section, deck=deck, number=number, **context))
+    return rendered

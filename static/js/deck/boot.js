@@ -1,0 +1,63 @@
+/**
+ * Starts the deck: typesets formulas, configures reveal.js (which does keyboard, overview,
+ * speaker notes, help, progress, scaling, print and touch), then wires our controllers:
+ * steps, location (hash), top bar, announcements, embedding.
+ */
+import Reveal from '/static/vendor/reveal.js/reveal.mjs';
+import RevealNotes from '/static/vendor/reveal.js/plugin/notes.mjs';
+import * as steps from './steps.js';
+import * as location from './location.js';
+import * as topbar from './topbar.js';
+import * as a11y from './a11y.js';
+import * as embed from './embed.js';
+import * as input from './input.js';
+import { typeset } from './math.js';
+import { stepsToFragments } from './print.js';
+
+const config = JSON.parse(document.getElementById('deck-config').textContent);
+const reducedMotion = a11y.prefersReducedMotion();
+
+typeset();
+if (config.printPdf) stepsToFragments();
+embed.guardRevealPostMessage();
+steps.attach(Reveal);
+
+await Reveal.initialize({
+  width: 1280,
+  height: 720,
+  margin: 0.04,
+  hash: false, // location.js owns the hash: #/<slide-id>/<step>
+  respondToHashChanges: false,
+  history: false,
+  fragmentInURL: false,
+  navigationMode: 'linear',
+  controls: true,
+  controlsTutorial: false,
+  progress: true,
+  slideNumber: 'c/t',
+  showSlideNumber: config.embed ? 'all' : 'print', // the top bar already shows n/N
+  center: false,
+  transition: reducedMotion ? 'none' : 'slide',
+  backgroundTransition: reducedMotion ? 'none' : 'fade',
+  transitionSpeed: 'fast',
+  autoAnimate: !reducedMotion,
+  keyboard: input.keyBindings(Reveal),
+  // Embedded: keys only while this frame has the focus (a click gives it).
+  keyboardCondition: config.embed ? () => embed.hasKeyboard() : null,
+  postMessage: true, // same-origin only, see embed.guardRevealPostMessage
+  postMessageEvents: false, // reveal would post every event to the parent with origin '*'
+  pdfSeparateFragments: true,
+  pdfMaxPagesPerSlide: 1,
+  hideInactiveCursor: !config.embed,
+  plugins: [RevealNotes],
+});
+
+input.start(Reveal);
+a11y.start();
+topbar.start();
+if (config.embed) embed.startChrome();
+embed.startMessageApi(config.postMessageOrigins);
+location.start();
+document.dispatchEvent(new CustomEvent('distdeck:position', { detail: steps.position() }));
+document.documentElement.classList.add('deck-ready');
+window.distdeck = Object.assign(window.distdeck || {}, { reveal: Reveal, next: steps.next, prev: steps.prev, position: steps.position });

@@ -1,0 +1,91 @@
+/**
+ * The deck inside someone else's page (/?embed=1 in an iframe): a click anywhere takes the
+ * keyboard (with a visible focus ring), full-screen and open-in-new-tab buttons, and a small
+ * postMessage API that only obeys origins allowed in settings and only answers the sender.
+ *
+ * Messages (objects): {type: 'distdeck:subscribe' | 'distdeck:state' | 'distdeck:next' |
+ * 'distdeck:prev' | 'distdeck:go', slide?, step?}. Replies and updates:
+ * {type: 'distdeck:position', slide, step, stepCount, slideIndex, slideCount, pending}.
+ */
+import { goTo, next, position, prev } from './steps.js';
+
+const subscribers = new Map(); // window -> origin it subscribed from
+
+export function originAllowed(origin, allowed) {
+  return origin !== 'null' && (allowed.includes('*') || allowed.includes(origin));
+}
+
+function wireMessage(pos) {
+  return {
+    type: 'distdeck:position', slide: pos.id, step: pos.step, stepCount: pos.stepCount,
+    slideIndex: pos.slideIndex, slideCount: pos.slideCount, pending: pos.pending,
+  };
+}
+
+/**
+ * reveal.js's own postMessage API (kept on: the speaker view drives the deck through it) does
+ * not check the sender. Let only same-origin windows reach it; must run before Reveal starts.
+ */
+export function guardRevealPostMessage() {
+  window.addEventListener('message', (event) => {
+    if (typeof event.data === 'string' && event.origin !== window.location.origin) {
+      event.stopImmediatePropagation();
+    }
+  });
+}
+
+export function startMessageApi(allowedOrigins) {
+  window.addEventListener('message', (event) => {
+    const data = event.data;
+    if (!data || typeof data !== 'object' || typeof data.type !== 'string' || !data.type.startsWith('distdeck:')) return;
+    if (!originAllowed(event.origin, allowedOrigins) || !event.source) return;
+    switch (data.type) {
+      case 'distdeck:subscribe':
+        subscribers.set(event.source, event.origin);
+        break;
+      case 'distdeck:next': next(); break;
+      case 'distdeck:prev': prev(); break;
+      case 'distdeck:go': {
+        const slide = typeof data.slide === 'string' ? document.getElementById(data.slide) : null;
+        if (slide && slide.matches('.reveal .slides > section')) goTo(slide, Number.isInteger(data.step) ? data.step : 0);
+        break;
+      }
+      case 'distdeck:state': break;
+      default: return;
+    }
+    // Always to the sender's own origin, never '*'.
+    event.source.postMessage(wireMessage(position()), event.origin);
+  });
+  document.addEventListener('distdeck:position', (event) => {
+    for (const [target, origin] of subscribers) target.postMessage(wireMessage(event.detail), origin);
+  });
+}
+
+export function hasKeyboard() {
+  return document.hasFocus();
+}
+
+export function startChrome() {
+  const root = document.documentElement;
+  const deck = document.getElementById('deck');
+  const syncFocus = () => root.classList.toggle('deck-focused', document.hasFocus());
+  window.addEventListener('focus', syncFocus);
+  window.addEventListener('blur', syncFocus);
+  // A click anywhere (not only on a control) gives this frame the keyboard.
+  document.addEventListener('pointerdown', () => {
+    if (!deck.contains(document.activeElement) && !document.activeElement?.closest?.('.embed-chrome')) {
+      deck.focus({ preventScroll: true });
+    }
+    window.setTimeout(syncFocus, 0);
+  });
+  syncFocus();
+
+  document.getElementById('embed-fullscreen')?.addEventListener('click', () => {
+    if (document.fullscreenElement) document.exitFullscreen();
+    else root.requestFullscreen?.().catch(() => {});
+  });
+  const open = document.getElementById('embed-open');
+  document.addEventListener('distdeck:position', () => {
+    if (open) open.href = window.location.origin + '/' + window.location.hash;
+  });
+}
