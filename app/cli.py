@@ -1,5 +1,9 @@
 """The `distdeck` command line."""
 
+from __future__ import annotations
+
+import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -7,21 +11,97 @@ import typer
 cli = typer.Typer(no_args_is_help=True, add_completion=False, help="distdeck: see distributed training, for real.")
 
 
-@cli.callback()
-def _commands() -> None:
-    """Keeps `distdeck serve` a subcommand: typer runs a lone command as the root otherwise."""
-
-
 @cli.command()
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
     reload: Annotated[bool, typer.Option(help="Reload on code changes (development).")] = False,
+    runs: Annotated[Path | None, typer.Option(help="A folder of recorded run files to list and replay.",
+                                              exists=True, file_okay=False)] = None,
 ) -> None:
     """Serve the deck at http://HOST:PORT."""
     import uvicorn
 
+    if runs is not None:
+        os.environ["DISTDECK_RUNS_DIR"] = str(runs.resolve())  # read by Settings, also in --reload workers
     uvicorn.run("app.main:create_app", factory=True, host=host, port=port, reload=reload)
+
+
+@cli.command()
+def simulate(
+    scenario: Annotated[str, typer.Argument(help="Scenario name: see `distdeck scenarios`.")],
+    world_size: Annotated[int | None, typer.Option(help="Ranks, for scenarios that take world_size.")] = None,
+    set_: Annotated[list[str], typer.Option("--set", help="A parameter as key=value; repeatable.")] = [],  # noqa: B006
+    trace: Annotated[Path | None, typer.Option(help="Write a Chrome trace (open it in Perfetto).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write the run file, replayable by `serve --runs`.")] = None,
+    backend: Annotated[str, typer.Option(help="auto, gloo or nccl.")] = "auto",
+) -> None:
+    """Run a scenario on real ranks; print its frames, checks and timings."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from simulations import scenarios
+    from simulations.chrome_trace import chrome_trace
+    from simulations.params import ParamError, parse_params
+    from simulations.runtime import RankPool
+    from simulations.runtime.runs import execute, new_run
+
+    assignments = list(set_) + ([f"world_size={world_size}"] if world_size is not None else [])
+    try:
+        params = parse_params(scenario, assignments)
+    except ParamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    ranks = scenarios.get(scenario).world_size(params)
+    console = Console(stderr=True)
+    pool = RankPool(size=ranks, backend=backend)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed} frames"),
+                      TimeElapsedColumn(), console=console, transient=True) as progress:
+            task = progress.add_task(f"starting {ranks} rank(s)", total=None)
+            pool.start(background=False)
+            progress.update(task, description=f"{scenario} on {ranks} rank(s), {pool.backend}")
+            run = new_run(scenario, params, pool.backend)
+            original = run.add_fragment
+
+            def add_fragment(fragment: dict) -> None:
+                original(fragment)
+                progress.update(task, completed=len(run.frames))
+
+            run.add_fragment = add_fragment  # the progress bar follows the frames as they complete
+            execute(pool, run, params)
+    finally:
+        pool.close()
+    if run.error is not None:
+        typer.echo(f"error: the run failed: {run.error}", err=True)
+        raise typer.Exit(1)
+    summary = run.summary
+    typer.echo(f"{scenario}: {len(run.frames)} frames on {ranks} rank(s), backend {pool.backend}")
+    for check in summary.checks:
+        typer.echo(f"  [{'pass' if check.passed else 'FAIL'}] {check.name}: measured {check.measured}"
+                   f" (expected {check.expected})")
+    for name, seconds in summary.timings.items():
+        typer.echo(f"  {name}: {seconds * 1000:.1f} ms")
+    if trace is not None:
+        import json
+
+        trace.write_text(json.dumps(chrome_trace(run.meta, run.frames)))
+        typer.echo(f"  trace: {trace}")
+    if out is not None:
+        out.write_text(run.to_file().model_dump_json())
+        typer.echo(f"  run file: {out}")
+    if not summary.passed:
+        raise typer.Exit(1)
+
+
+@cli.command("scenarios")
+def list_scenarios() -> None:
+    """List the scenarios and their parameters."""
+    from simulations import scenarios
+
+    for scenario in scenarios.all_scenarios().values():
+        fields = ", ".join(f"{k}={v.default}" for k, v in scenario.params.model_fields.items())
+        typer.echo(f"{scenario.name:18} {scenario.title}\n{'':18} {fields}")
 
 
 def main() -> None:

@@ -57,11 +57,13 @@ class RankPool:
         self._build_lock = threading.Lock()
         self._job_ids = itertools.count(1)
         self._closed = False
+        self._started = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self, background: bool = True) -> None:
         """Spawn the ranks (in a background thread by default) and let them join the world."""
+        self._started = True
         self._ready.clear()
         if background:
             threading.Thread(target=self._build, daemon=True, name="pool-build").start()
@@ -166,6 +168,8 @@ class RankPool:
         if not 1 <= world_size <= self.size:
             raise ValueError(f"world_size must be between 1 and {self.size}")
         with self._job_lock:
+            if not self._started:  # not started with the server: start on first use
+                self.start(background=False)
             self.wait_ready()
             ranks = self._ranks
             job_id = next(self._job_ids)

@@ -1,0 +1,136 @@
+"""Live simulations: the catalog, runs streamed as Server-Sent Events, Chrome traces, recorded runs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+from sse_starlette.sse import EventSourceResponse
+
+from simulations import scenarios
+from simulations.chrome_trace import chrome_trace
+from simulations.runtime import Overloaded, Run, Simulator
+
+router = APIRouter(prefix="/api", tags=["simulations"])
+
+RETRY_AFTER_S = 2
+
+
+class ScenarioInfo(BaseModel):
+    name: str
+    title: str
+    description: str
+    views: list[str]
+    controls: list[str]
+    params_schema: dict[str, Any]
+    defaults: dict[str, Any]
+
+
+class RecordedRunInfo(BaseModel):
+    id: str
+    scenario: str
+    title: str
+    params: dict[str, Any]
+    world_size: int
+    backend: str
+    frames: int
+    passed: bool
+
+
+def _scenario_info(scenario: scenarios.Scenario) -> ScenarioInfo:
+    return ScenarioInfo(name=scenario.name, title=scenario.title, description=scenario.description,
+                        views=list(scenario.views), controls=list(scenario.controls),
+                        params_schema=scenario.params.model_json_schema(),
+                        defaults=scenario.params().model_dump(mode="json"))
+
+
+def _scenario(name: str) -> scenarios.Scenario:
+    try:
+        return scenarios.get(name)
+    except scenarios.UnknownScenario:
+        raise HTTPException(404, f"no scenario named {name!r}; see /api/simulations") from None
+
+
+def _params(scenario: scenarios.Scenario, request: Request) -> BaseModel:
+    """Query string -> the scenario's params; a bad value is a 422 naming the field and its bound."""
+    try:
+        return scenario.params.model_validate(dict(request.query_params))
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)]
+        raise RequestValidationError(errors) from None
+
+
+def _submit(request: Request, name: str, params: BaseModel) -> Run:
+    simulator: Simulator = request.app.state.simulator
+    try:
+        return simulator.submit(name, params)
+    except Overloaded as exc:
+        raise HTTPException(503, f"the simulator is busy: {exc}",
+                            headers={"Retry-After": str(RETRY_AFTER_S)}) from None
+
+
+def _resume_after(request: Request) -> int:
+    """Last-Event-ID: k resumes at frame k + 1; anything else starts from the beginning."""
+    last = request.headers.get("last-event-id", "")
+    return int(last) if last.isdigit() else -1
+
+
+async def _events(run: Run, after: int) -> AsyncIterator[dict]:
+    async for event, index, payload in run.follow(after):
+        data = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
+        message = {"event": event, "data": data}
+        if index is not None:
+            message["id"] = str(index)
+        yield message
+
+
+def _stream(request: Request, run: Run) -> EventSourceResponse:
+    return EventSourceResponse(_events(run, _resume_after(request)), ping=15,
+                               headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+@router.get("/simulations", response_model=list[ScenarioInfo])
+def list_scenarios() -> list[ScenarioInfo]:
+    return [_scenario_info(s) for s in scenarios.all_scenarios().values()]
+
+
+@router.get("/simulations/{name}", response_model=ScenarioInfo)
+def describe_scenario(name: str) -> ScenarioInfo:
+    return _scenario_info(_scenario(name))
+
+
+@router.get("/simulations/{name}/frames", response_class=EventSourceResponse,
+            responses={200: {"description": "text/event-stream: meta, frame*, summary, done | error"}})
+def stream_frames(name: str, request: Request) -> EventSourceResponse:
+    scenario = _scenario(name)
+    return _stream(request, _submit(request, name, _params(scenario, request)))
+
+
+@router.get("/simulations/{name}/trace", responses={200: {"description": "Chrome trace-event JSON (Perfetto)"}})
+async def trace_json(name: str, request: Request) -> dict:
+    scenario = _scenario(name)
+    run = _submit(request, name, _params(scenario, request))
+    await run.wait()
+    if run.error is not None:
+        raise HTTPException(500, f"the run failed: {run.error}")
+    return chrome_trace(run.meta, run.frames)
+
+
+@router.get("/runs", response_model=list[RecordedRunInfo])
+def list_recorded_runs(request: Request) -> list[RecordedRunInfo]:
+    return [RecordedRunInfo(id=run_id, scenario=run.meta.scenario, title=run.meta.title, params=run.meta.params,
+                            world_size=run.meta.world_size, backend=run.meta.backend, frames=len(run.frames),
+                            passed=run.summary.passed)
+            for run_id, run in request.app.state.recorded_runs.items()]
+
+
+@router.get("/runs/{run_id}/frames", response_class=EventSourceResponse)
+def replay_recorded_run(run_id: str, request: Request) -> EventSourceResponse:
+    run = request.app.state.recorded_runs.get(run_id)
+    if run is None:
+        raise HTTPException(404, f"no recorded run {run_id!r}; see /api/runs")
+    return _stream(request, run)

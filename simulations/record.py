@@ -1,0 +1,78 @@
+"""Record a run under torchrun, on one machine or many, into a run file the deck can replay.
+
+    torchrun --nproc-per-node 4 -m simulations.record ddp --out run.json
+    torchrun --nnodes 2 --nproc-per-node 8 ... -m simulations.record zero --set stage=3 --out zero.json
+    distdeck serve --runs DIR          # lists and replays every run file in DIR
+
+The per-rank scenario code is the same as in the server's warm pool: only the
+launcher differs. Rank 0 gathers every rank's frame fragments and result, runs
+the scenario's single-process checks and writes the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import torch.distributed as dist
+import typer
+
+from simulations import scenarios
+from simulations.params import ParamError, parse_params
+from simulations.runtime.execute import pick_backend, run_on_rank
+from simulations.runtime.runs import new_run
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def record(
+    scenario: Annotated[str, typer.Argument(help="Scenario name, e.g. ddp")],
+    out: Annotated[Path, typer.Option(help="Run file to write (JSON)")] = Path("run.json"),
+    set_: Annotated[list[str], typer.Option("--set", help="A parameter as key=value; repeatable")] = [],  # noqa: B006
+    backend: Annotated[str, typer.Option(help="auto (NCCL if every rank has a GPU), gloo or nccl")] = "auto",
+) -> None:
+    if "RANK" not in os.environ:
+        raise typer.BadParameter("run me under torchrun, e.g. `torchrun --nproc-per-node 4 -m simulations.record ddp`")
+    world_size = int(os.environ["WORLD_SIZE"])
+    try:
+        params = parse_params(scenario, set_, world_size=world_size)
+    except ParamError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    chosen = pick_backend(backend, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+    dist.init_process_group(chosen)
+    rank = dist.get_rank()
+    try:
+        clock = [time.time()]
+        dist.broadcast_object_list(clock, src=0)  # one time origin for every rank's spans
+        fragments: list[dict] = []
+        result = run_on_rank(scenario, params.model_dump(mode="json"), rank=rank, world_size=world_size,
+                             group=None, backend=chosen, t0=clock[0], sink=fragments.append)
+        gathered: list = [None] * world_size
+        dist.all_gather_object(gathered, (fragments, result))
+        if rank == 0:
+            run = new_run(scenario, params, chosen)
+            for rank_fragments, _ in gathered:
+                for fragment in rank_fragments:
+                    run.add_fragment(fragment)
+            results = [r for _, r in gathered]
+            summary = scenarios.get(scenario).summarize(params, results, run.frames)
+            summary.timings["run_s"] = max(r["_run_s"] for r in results)
+            run.finish(summary=summary)
+            out.write_text(run.to_file().model_dump_json())
+            verdict = "all checks passed" if summary.passed else "SOME CHECKS FAILED"
+            typer.echo(f"wrote {out}: {len(run.frames)} frames, {world_size} ranks, {chosen}; {verdict}")
+    finally:
+        dist.destroy_process_group()
+
+
+def main() -> None:
+    app(prog_name="python -m simulations.record")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
