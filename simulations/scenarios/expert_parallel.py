@@ -1,0 +1,262 @@
+"""Expert parallelism: a mixture-of-experts layer whose experts live on different ranks.
+
+GShard (Lepikhin et al., "GShard: Scaling Giant Models with Conditional Computation and
+Automatic Sharding", arXiv:2006.16668) and Switch Transformer (Fedus et al., arXiv:2101.03961):
+a learned router scores every token against every expert (softmax gating) and sends it to its
+top-k experts. The experts are spread over the ranks, E/N each, so tokens must travel: every rank
+sends each token to the rank that owns its expert with an all-to-all ("dispatch"), the experts run
+on what they received, and a second all-to-all brings the results home ("combine").
+
+Capacity: each expert takes at most C = ceil(capacity_factor * k * T / E) tokens from each rank's
+T tokens (GShard's per-group capacity). First choices are served before second choices, and
+tokens in order (GShard Algorithm 1); an assignment past capacity is dropped and contributes
+nothing (in a transformer the residual connection carries the token on unchanged).
+
+The sizes are not known in advance, so the ranks first exchange how many tokens each will send
+to each expert (a small all_to_all_single of counts), then the tokens themselves with those
+splits, as Megatron-LM's and DeepSpeed's dispatchers do.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from simulations import comm, trace
+from simulations.frames import Check, Summary
+from simulations.models import max_abs_diff
+from simulations.scenarios.base import RankContext, Scenario
+from simulations.trace import tensor_view
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    world_size: int = Field(4, ge=2, le=8, description="Ranks (GPUs)")
+    experts: int = Field(8, ge=2, le=64, description="Experts in the layer (a multiple of world_size)")
+    top_k: int = Field(2, ge=1, le=8, description="Experts each token is sent to")
+    capacity_factor: float = Field(1.0, ge=0.25, le=4.0, description="Slots per expert, relative to an even split")
+    tokens: int = Field(8, ge=1, le=128, description="Tokens on each rank")
+    hidden: int = Field(4, ge=2, le=64, description="Hidden size of a token")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+
+    @model_validator(mode="after")
+    def _fits(self) -> Params:
+        if self.experts % self.world_size:
+            raise ValueError(f"experts ({self.experts}) must be a multiple of world_size ({self.world_size}): "
+                             f"each rank holds experts/world_size whole experts")
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) must be at most experts ({self.experts}): "
+                             f"a token cannot go to more experts than exist")
+        return self
+
+
+# -- the layer's weights and data: the same seed gives the same layer on every rank -----------------
+
+def make_weights(p: Params) -> dict:
+    """Router [E, H] and every expert's two-layer MLP (H -> 2H -> H), as if loaded from a checkpoint."""
+    g = torch.Generator().manual_seed(p.seed)
+    h, f = p.hidden, 2 * p.hidden
+    router = torch.randn(p.experts, h, generator=g) / math.sqrt(h)
+    experts = [{"w1": torch.randn(f, h, generator=g) / math.sqrt(h), "b1": 0.1 * torch.randn(f, generator=g),
+                "w2": torch.randn(h, f, generator=g) / math.sqrt(f), "b2": 0.1 * torch.randn(h, generator=g)}
+               for _ in range(p.experts)]
+    return {"router": router, "experts": experts}
+
+
+def make_tokens(p: Params) -> torch.Tensor:
+    """All N*T tokens [N*T, H]; rank r holds rows r*T .. (r+1)*T - 1."""
+    g = torch.Generator().manual_seed(p.seed + 1)
+    return torch.randn(p.world_size * p.tokens, p.hidden, generator=g)
+
+
+def capacity(p: Params) -> int:
+    return math.ceil(p.capacity_factor * p.top_k * p.tokens / p.experts)
+
+
+# -- the MoE layer's pieces (used by the ranks and by the single-process reference alike) -----------
+
+def route(x: torch.Tensor, router: torch.Tensor, top_k: int, cap: int):
+    """Softmax top-k gating with capacity. Returns experts [T, k], gates [T, k], kept [T, k] (bool).
+
+    GShard renormalises the top-k gates to sum to 1; with k = 1 (Switch) the gate is the probability.
+    """
+    probs = F.softmax(x @ router.T, dim=-1)
+    gates, experts = probs.topk(top_k, dim=-1)
+    if top_k > 1:
+        gates = gates / gates.sum(-1, keepdim=True)
+    # Position of each assignment in its expert's queue: all first choices (in token order), then
+    # all second choices, ...; past `cap` it is dropped.
+    one_hot = F.one_hot(experts.T.reshape(-1), router.shape[0])  # [k*T, E], choice-major
+    position = (one_hot.cumsum(0) - 1).mul(one_hot).sum(-1).reshape(top_k, -1).T  # [T, k]
+    return experts, gates, position < cap
+
+
+def expert_mlp(w: dict, x: torch.Tensor) -> torch.Tensor:
+    return F.linear(F.gelu(F.linear(x, w["w1"], w["b1"])), w["w2"], w["b2"])
+
+
+# -- one rank's forward pass -----------------------------------------------------------------------
+
+def run(ctx: RankContext, p: Params) -> dict:
+    n, rank, group = ctx.world_size, ctx.rank, ctx.group
+    per_rank = p.experts // n
+    mine = range(rank * per_rank, (rank + 1) * per_rank)  # expert e lives on rank e // per_rank
+    weights = make_weights(p)
+    router = weights["router"].to(ctx.device)
+    local_experts = {e: {k: t.to(ctx.device) for k, t in weights["experts"][e].items()} for e in mine}
+    x = make_tokens(p).chunk(n)[rank].to(ctx.device)
+    cap = capacity(p)
+    trace.frame("tokens", f"Each of the {n} ranks holds {p.tokens} tokens and {per_rank} of the {p.experts} "
+                f"experts; every rank holds the router", tensors=[tensor_view("tokens", "activations", x, shard=(rank, n))],
+                extra=_layout(p, cap), rank_extra={"experts": list(mine)})
+
+    # 1. Route: every rank scores its own tokens; capacity drops the overflow.
+    with trace.span("router"):
+        experts, gates, kept = route(x, router, p.top_k, cap)
+    wanted = torch.bincount(experts.reshape(-1), minlength=p.experts)
+    send_counts = torch.bincount(experts[kept], minlength=p.experts)  # tokens this rank sends to each expert
+    trace.frame("route", f"The router sends each token to its top-{p.top_k} experts; an expert takes at most "
+                f"{cap} tokens from each rank, the rest are dropped",
+                rank_extra={"routes": _routes(rank, p.tokens, experts, gates, kept),
+                            "wanted": wanted.tolist(), "sent": send_counts.tolist(),
+                            "dropped": int((~kept).sum())})
+
+    # 2. Exchange counts: rank r learns how many tokens each rank will send to each of its experts.
+    recv_counts = torch.empty_like(send_counts)
+    comm.all_to_all_single(recv_counts, send_counts, group=group)
+    recv_counts = recv_counts.reshape(n, per_rank)  # [source rank, local expert]
+    in_splits = send_counts.reshape(n, per_rank).sum(1).tolist()  # tokens to each destination rank
+    out_splits = recv_counts.sum(1).tolist()  # tokens from each source rank
+    trace.frame("counts", "First a small all-to-all of counts: each rank learns how many tokens it will "
+                "receive for each of its experts", rank_extra={"received_counts": recv_counts.tolist()})
+
+    # 3. Dispatch: the kept assignments, sorted by expert (hence by destination rank), go out.
+    token_index, slot = kept.nonzero(as_tuple=True)
+    order = experts[token_index, slot].argsort(stable=True)
+    token_index, slot = token_index[order], slot[order]
+    outgoing = x[token_index]
+    incoming = outgoing.new_empty(sum(out_splits), p.hidden)
+    comm.all_to_all_single(incoming, outgoing, out_splits, in_splits, group=group)
+    row = outgoing.element_size() * p.hidden
+    trace.frame("dispatch", "Dispatch: an all-to-all with uneven splits carries every kept token to the rank "
+                "that owns its expert", tensors=[tensor_view("received", "activations", incoming)],
+                rank_extra={"send_bytes": [s * row for s in in_splits], "recv_bytes": [s * row for s in out_splits]})
+
+    # 4. Experts: the received rows arrive grouped by source rank, then by expert within a source.
+    expert_of_row = torch.tensor([e for src in range(n) for j, e in enumerate(mine)
+                                  for _ in range(int(recv_counts[src, j]))], dtype=torch.long)
+    processed = torch.empty_like(incoming)
+    tokens_per_expert = {}
+    for e in mine:
+        rows = (expert_of_row == e).nonzero(as_tuple=True)[0]
+        with trace.span(f"expert {e}", tokens=len(rows)):
+            processed[rows] = expert_mlp(local_experts[e], incoming[rows])
+        tokens_per_expert[e] = len(rows)
+    trace.frame("experts", "Each rank runs its experts on the tokens they received: real counts, uneven",
+                rank_extra={"tokens_per_expert": [tokens_per_expert[e] for e in mine]},
+                status=", ".join(f"E{e}: {c}" for e, c in tokens_per_expert.items()))
+
+    # 5. Combine: the reverse all-to-all brings every result back to the token's own rank.
+    returned = torch.empty_like(outgoing)
+    comm.all_to_all_single(returned, processed, in_splits, out_splits, group=group)
+    trace.frame("combine", "Combine: the reverse all-to-all returns each result to the rank its token came from",
+                rank_extra={"send_bytes": [s * row for s in out_splits], "recv_bytes": [s * row for s in in_splits]})
+
+    # 6. Weighted sum of each token's expert outputs; a token with every choice dropped stays 0.
+    y = torch.zeros_like(x).index_add_(0, token_index, gates[token_index, slot, None] * returned)
+    trace.frame("output", f"Each token's output is the gate-weighted sum of its experts' results; "
+                f"{int((~kept).sum())} assignment(s) on this rank were dropped",
+                tensors=[tensor_view("output", "activations", y, shard=(rank, n))])
+    return {"y": y.cpu(), "experts": experts.cpu(), "kept": kept.cpu(), "tokens_per_expert": tokens_per_expert,
+            "in_splits": in_splits, "out_splits": out_splits, "row_bytes": row,
+            "count_bytes": send_counts.numel() * send_counts.element_size()}
+
+
+def _layout(p: Params, cap: int) -> dict:
+    per_rank = p.experts // p.world_size
+    return {"experts": p.experts, "top_k": p.top_k, "capacity": cap, "tokens_per_rank": p.tokens,
+            "expert_rank": [e // per_rank for e in range(p.experts)]}
+
+
+def _routes(rank: int, tokens: int, experts, gates, kept) -> list[dict]:
+    """Where every token of this rank goes: global token id, its experts, gates, and which were kept."""
+    return [{"token": rank * tokens + t, "experts": experts[t].tolist(),
+             "gates": [round(float(g), 4) for g in gates[t]], "kept": kept[t].tolist()}
+            for t in range(len(experts))]
+
+
+# -- the single-process reference and the checks --------------------------------------------------
+
+def reference(p: Params) -> dict:
+    """The same MoE layer in one process: same weights, same routing groups (one per rank's tokens)."""
+    weights, x, cap = make_weights(p), make_tokens(p), capacity(p)
+    ys, kept_all, counts = [], [], torch.zeros(p.experts, dtype=torch.long)
+    for group_x in x.chunk(p.world_size):
+        experts, gates, kept = route(group_x, weights["router"], p.top_k, cap)
+        y = torch.zeros_like(group_x)
+        for e in range(p.experts):
+            token, slot = ((experts == e) & kept).nonzero(as_tuple=True)
+            y[token] += gates[token, slot, None] * expert_mlp(weights["experts"][e], group_x[token])
+            counts[e] += len(token)
+        ys.append(y)
+        kept_all.append(kept)
+    return {"y": torch.cat(ys), "kept": torch.cat(kept_all), "counts": counts}
+
+
+def summarize(p: Params, results: list[dict], frames) -> Summary:
+    n = p.world_size
+    ref = reference(p)
+    y = torch.cat([r["y"] for r in results])
+    kept = torch.cat([r["kept"] for r in results])
+    diff = max_abs_diff(y, ref["y"])
+    counts = [c for r in results for c in r["tokens_per_expert"].values()]
+    dropped = int((~kept).sum())
+
+    # Bytes: what the traced all_to_alls handed over, per rank, and how much of it left the rank.
+    row, count_bytes = results[0]["row_bytes"], results[0]["count_bytes"]
+    traced = [r["_sent"].get("all_to_all", 0) for r in results]
+    buffers = [count_bytes + row * (sum(r["in_splits"]) + sum(r["out_splits"])) for r in results]
+    token_bytes = [row * (sum(r["in_splits"]) + sum(r["out_splits"])) for r in results]
+    off_rank = [row * (sum(r["in_splits"]) - r["in_splits"][i] + sum(r["out_splits"]) - r["out_splits"][i])
+                for i, r in enumerate(results)]
+    formula = [(n - 1) / n * s for s in token_bytes]
+    mean_off, mean_formula = sum(off_rank) / n, sum(formula) / n
+
+    checks = [
+        Check(name="output equals the single-process MoE layer", passed=diff <= 1e-5, measured=diff,
+              expected="≤ 1e-5", detail="max |y_EP − y_reference| over every token, drops included"),
+        Check(name="same tokens dropped as the reference", passed=bool(torch.equal(kept, ref["kept"])),
+              measured=dropped, expected=int((~ref["kept"]).sum()), detail="dropped assignments, all ranks"),
+        Check(name="tokens per expert equal the reference's", passed=counts == ref["counts"].tolist(),
+              measured=counts, expected=ref["counts"].tolist()),
+        Check(name="traced all-to-all bytes = counts + dispatched + combined rows", passed=traced == buffers,
+              measured=traced, expected=buffers, detail="per rank, from the traced ops"),
+    ]
+    return Summary(checks=checks, figures={
+        "capacity_per_expert_per_rank": capacity(p), "tokens_per_expert": counts,
+        "assignments": n * p.tokens * p.top_k, "dropped_assignments": dropped,
+        "drop_rate": dropped / (n * p.tokens * p.top_k),
+        "tokens_dropped_entirely": int((~kept.any(-1)).sum()),
+        "all_to_all_bytes_per_rank": token_bytes, "off_rank_bytes_per_rank": off_rank,
+        "formula_off_rank_bytes_per_rank": formula,
+        "off_rank_bytes_mean": mean_off, "formula_off_rank_bytes_mean": mean_formula,
+        "formula": "all-to-all of S bytes: (N−1)/N · S leave each rank when routing is uniform",
+        "count_exchange_bytes_per_rank": count_bytes, "frames": len(frames),
+    })
+
+
+SCENARIO = Scenario(
+    name="expert_parallel",
+    title="Expert parallelism",
+    description="A mixture-of-experts layer with top-k softmax routing and capacity; experts spread over ranks, "
+                "tokens dispatched and combined with all-to-all.",
+    params=Params,
+    run=run,
+    summarize=summarize,
+    views=["tokens", "ranks", "timeline"],
+    controls=["world_size", "experts", "top_k", "capacity_factor"],
+)
