@@ -48,6 +48,37 @@ def sendrecv(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int, gro
     return recv_t
 
 
+class PendingSendRecv:
+    """A ring step in flight (from `sendrecv_async`): `wait()` finishes it and records the transfer,
+    spanning from the start to the wait, so the compute done meanwhile shows as overlapped."""
+
+    def __init__(self, reqs, recv_t: torch.Tensor, record) -> None:
+        self._reqs, self._recv_t, self._record = reqs, recv_t, record
+
+    def wait(self) -> torch.Tensor:
+        for req in self._reqs:
+            req.wait()
+        self._record()
+        return self._recv_t
+
+
+def sendrecv_async(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int, group=None, *,
+                   chunk: int | None = None, name: str | None = None) -> PendingSendRecv:
+    """Start a sendrecv and return at once: compute on something else, then `.wait()` before reading recv_t."""
+    tr = trace.current()
+    start = tr.now()
+    ops = [dist.P2POp(dist.isend, send_t, _global(dst, group), group),
+           dist.P2POp(dist.irecv, recv_t, _global(src, group), group)]
+    reqs = dist.batch_isend_irecv(ops)
+    values = trace.values_of(send_t) if tr.enabled else None
+
+    def record() -> None:
+        tr.transfer("send", _nbytes(send_t), dst=dst, group=_name(group), chunk=chunk, tensor=name,
+                    values=values, start=start, end=tr.now())
+
+    return PendingSendRecv(reqs, recv_t, record)
+
+
 def _collective(op: str, t_in: torch.Tensor, group, fn) -> None:
     tr = trace.current()
     start = tr.now()
