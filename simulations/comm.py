@@ -27,11 +27,27 @@ def send(t: torch.Tensor, dst: int, group=None, *, chunk: int | None = None, nam
                 values=trace.values_of(t) if show_values and tr.enabled else None, start=start, end=tr.now())
 
 
-def recv(t: torch.Tensor, src: int, group=None) -> torch.Tensor:
+def recv(t: torch.Tensor, src: int, group=None, *, tag: int = 0) -> torch.Tensor:
     tr = trace.current()
     with tr.span(f"recv←{src}", kind="comm", bytes=_nbytes(t)):
-        dist.recv(t, src=_global(src, group), group=group)
+        dist.recv(t, src=_global(src, group), group=group, tag=tag)
     return t
+
+
+def isend(t: torch.Tensor, dst: int, group=None, *, tag: int = 0, chunk: int | None = None,
+          name: str | None = None, show_values: bool = True):
+    """Post a send and return at once with its work handle (wait on it later; keep `t` alive until then).
+
+    A blocking send waits for the receiver to post its receive; a pipeline stage must not, or two
+    neighbours sending to each other deadlock. The transfer is recorded when it is posted. `tag`
+    tells apart messages between the same two ranks (an activation and a gradient of the same shape).
+    """
+    tr = trace.current()
+    start = tr.now()
+    work = dist.isend(t, dst=_global(dst, group), group=group, tag=tag)
+    tr.transfer("send", _nbytes(t), dst=dst, group=_name(group), chunk=chunk, tensor=name,
+                values=trace.values_of(t) if show_values and tr.enabled else None, start=start, end=tr.now())
+    return work
 
 
 def sendrecv(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int, group=None, *,
@@ -133,3 +149,19 @@ def _name(group) -> str:
     if group is None or group is dist.group.WORLD:
         return "world"
     return _group_names.get(id(group), "group")
+
+
+_subgroups: dict[tuple[int, ...], dist.ProcessGroup] = {}
+
+
+def subgroup(ranks) -> dist.ProcessGroup:
+    """The process group of these global ranks, made once per process and only by its members.
+
+    `use_local_synchronization=True` lets a mesh dimension's group be created by the ranks in it
+    alone (the pool's default world has more processes than a run uses). Its name is a hash of
+    the ranks, so a process must not create the same rank set twice: hence the cache.
+    """
+    key = tuple(sorted(ranks))
+    if key not in _subgroups:
+        _subgroups[key] = dist.new_group(list(key), use_local_synchronization=True)
+    return _subgroups[key]
