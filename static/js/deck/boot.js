@@ -35,7 +35,7 @@ await Reveal.initialize({
   controlsTutorial: false,
   progress: true,
   slideNumber: 'c/t',
-  showSlideNumber: config.embed ? 'all' : 'print', // the top bar already shows n/N
+  showSlideNumber: 'print', // on screen the top bar (or the embed bar) shows n/N
   center: false,
   transition: reducedMotion ? 'none' : 'slide',
   backgroundTransition: reducedMotion ? 'none' : 'fade',

@@ -8,6 +8,7 @@
  * {type: 'distdeck:position', slide, step, stepCount, slideIndex, slideCount, pending}.
  */
 import { goTo, next, position, prev } from './steps.js';
+import { hashFor } from './location.js';
 
 const subscribers = new Map(); // window -> origin it subscribed from
 
@@ -85,7 +86,7 @@ export function startChrome() {
     else root.requestFullscreen?.().catch(() => {});
   });
   const open = document.getElementById('embed-open');
-  document.addEventListener('distdeck:position', () => {
-    if (open) open.href = window.location.origin + '/' + window.location.hash;
+  document.addEventListener('distdeck:position', (event) => {
+    if (open) open.href = window.location.origin + '/' + hashFor(event.detail);
   });
 }

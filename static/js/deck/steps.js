@@ -131,7 +131,8 @@ export function position(slide = reveal.getCurrentSlide()) {
 function applyWanted(slide, stepper) {
   if (!wanted || wanted.slide !== slide) return;
   if (!stepper) {
-    wanted = null;
+    // A live slide's player registers its stepper once it has mounted: keep the wish till then.
+    if (!slide.querySelector('.live-sim')) wanted = null;
   } else if (wanted.step < stepper.count) {
     stepper.go(wanted.step);
     wanted = null;
