@@ -1,0 +1,90 @@
+"""simulations.formulas reproduces REFERENCE.md's figures (no ranks: fast)."""
+
+import pytest
+
+from simulations import formulas as f
+from simulations.formulas import GB
+
+
+@pytest.mark.parametrize("size, total_gb, with_fp32_grads_gb",
+                         [("1B", 16, 20), ("7B", 112, 140), ("70B", 1120, 1400), ("405B", 6480, 8100)])
+def test_playbook_memory_table(size, total_gb, with_fp32_grads_gb):
+    psi = f.PRESETS[size].params
+    assert f.model_state_total(psi) == pytest.approx(total_gb * GB)
+    states = f.model_state_bytes(psi, fp32_grad_accumulation=True)
+    assert sum(states.values()) == pytest.approx(with_fp32_grads_gb * GB)
+
+
+def test_zero_stages_per_rank_bytes():
+    psi, n = 7e9, 8
+    assert f.model_state_bytes(psi, "bf16", 0, n) == {"parameters": 2 * psi, "gradients": 2 * psi,
+                                                      "optimizer": 12 * psi}
+    assert f.model_state_total(psi, "bf16", 1, n) == pytest.approx(2 * psi + 2 * psi + 12 * psi / n)
+    assert f.model_state_total(psi, "bf16", 2, n) == pytest.approx(2 * psi + 14 * psi / n)
+    assert f.model_state_total(psi, "bf16", 3, n) == pytest.approx(16 * psi / n)
+    # fp32: 4P x 4 bytes, sharded to 4P/N under ZeRO-3 (the seed README's form).
+    assert f.model_state_bytes(psi, "fp32", 0) == {"parameters": 4 * psi, "gradients": 4 * psi, "optimizer": 8 * psi}
+    assert f.model_state_total(psi, "fp32", 3, n) == pytest.approx(16 * psi / n)
+
+
+def test_offload_moves_the_optimizer_to_the_host():
+    psi, n = 1e9, 4
+    device = f.model_state_bytes(psi, "bf16", 2, n, cpu_offload=True)
+    assert device["optimizer"] == 0 and device["parameters"] == 2 * psi
+    assert f.host_bytes(psi, 2, n, cpu_offload=True) == pytest.approx(12 * psi / n)
+    assert f.host_bytes(psi, 2, n, cpu_offload=False) == 0
+
+
+def test_bad_stage_is_refused():
+    with pytest.raises(ValueError, match="zero_stage"):
+        f.model_state_bytes(1e9, zero_stage=4)
+    with pytest.raises(ValueError, match="precision"):
+        f.bytes_per_parameter("fp8")
+
+
+def test_transformer_parameter_count():
+    # Llama-2-7B-like shape: 4096 hidden, 32 layers, 32000 vocab -> about 6.6 B (no SwiGLU, tied embedding).
+    n = f.transformer_params(hidden=4096, layers=32, vocab=32000)
+    assert n == 4096 * 32000 + 32 * (12 * 4096**2 + 13 * 4096) + 2 * 4096
+    assert 6.4e9 < n < 6.7e9
+
+
+def test_activations_korthikanti():
+    s, b, h, a = 4096, 1, 4096, 32
+    none = f.activation_bytes_per_layer(s, b, h, a)
+    assert none == s * b * h * (34 + 5 * a * s / h)
+    assert f.activation_bytes_per_layer(s, b, h, a, recompute="selective") == 34 * s * b * h
+    assert f.activation_bytes_per_layer(s, b, h, a, recompute="full") == 2 * s * b * h
+    assert f.activation_bytes_per_layer(s, b, h, a, tp=8) == none / 8
+    # 32 layers of the 7B at 4096 tokens: ~ 100 GB without recomputation (the why-memory slide).
+    assert 90 * GB < f.activation_bytes(s, b, h, a, 32) < 110 * GB
+    # Pipeline stages keep L/p layers but p micro-batches in flight under 1F1B.
+    assert f.activation_bytes(s, b, h, a, 32, pp=4) == pytest.approx(f.activation_bytes(s, b, h, a, 32))
+
+
+def test_communication_volumes():
+    assert f.ring_all_reduce_bytes(1000, 4) == 1500
+    assert f.all_gather_bytes(1000, 4) == 750
+    psi = 100
+    assert [f.zero_comm_elements(psi, s) for s in range(4)] == [200, 200, 200, 300]
+    assert [f.zero_comm_elements(psi, s, grad_accumulation=4) for s in range(4)] == [200, 200, 500, 1200]
+
+
+def test_pipeline_bubble():
+    assert f.bubble_fraction(4, 1) == pytest.approx(3 / 4)  # naive
+    assert f.bubble_fraction(4, 8) == pytest.approx(3 / 11)
+    assert f.bubble_fraction(4, 8, virtual=2) == pytest.approx(3 / 19)
+    assert f.bubble_over_ideal(4, 8) == pytest.approx(3 / 8)
+
+
+def test_per_gpu_memory_layout():
+    shape = f.PRESETS["70B"]
+    flat = f.per_gpu_memory(shape.params, shape, zero_stage=3, gpus=64)
+    assert flat["parameters"] == pytest.approx(2 * 70e9 / 64)
+    layered = f.per_gpu_memory(shape.params, shape, zero_stage=1, gpus=64, tp=8, pp=2)
+    assert layered["parameters"] == pytest.approx(2 * 70e9 / 16)  # TP·PP split the model
+    assert layered["optimizer"] == pytest.approx(12 * 70e9 / 16 / 4)  # ZeRO-1 over DP = 4
+    checkpointed = f.per_gpu_memory(shape.params, shape, gpus=64, tp=8, activation_checkpointing=True)
+    assert checkpointed["activations"] < layered["activations"]
+    with pytest.raises(ValueError, match="multiple"):
+        f.per_gpu_memory(shape.params, shape, gpus=12, tp=8)
