@@ -65,7 +65,8 @@ def load_deck(slides_dir: Path, title: str = "Distributed training, for real") -
     """Read every slides/sections/*/section.toml in sorted order and check the whole deck."""
     sections_dir = slides_dir / "sections"
     sections: list[Section] = []
-    for section_dir in sorted(p for p in sections_dir.iterdir() if p.is_dir()):
+    # Empty directories (a section being started; git does not even keep them) are skipped.
+    for section_dir in sorted(p for p in sections_dir.iterdir() if p.is_dir() and any(p.iterdir())):
         manifest = section_dir / "section.toml"
         if not manifest.is_file():
             raise ManifestError(f"{section_dir}: missing section.toml")

@@ -223,7 +223,8 @@ def test_print_pdf_has_one_page_per_slide_and_step(page, deck_url):
     page.wait_for_selector(".pdf-page")
     pdf = page.pdf(prefer_css_page_size=True, print_background=True)
     pages = len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf))
-    assert pages == DECK.print_page_count() == len(IDS) + STEPS - 1
+    assert pages == DECK.print_page_count()
+    assert pages >= len(IDS) + STEPS - 1  # every slide, and every step of the 7B slide
 
 
 def test_embed_in_cross_origin_iframe_takes_keys_after_a_click(page, servers):

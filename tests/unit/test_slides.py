@@ -1,0 +1,149 @@
+"""The talk's manifests, slide templates and the memory figures they quote."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app import memory_math as mem
+from app.slides import ManifestError, jinja_env, load_deck, render_slides
+
+ROOT = Path(__file__).resolve().parents[2]
+SLIDES = (ROOT / "slides").resolve()
+
+
+@pytest.fixture(scope="module")
+def deck():
+    return load_deck(SLIDES)
+
+
+@pytest.fixture(scope="module")
+def rendered(deck):
+    return dict(zip([s.id for s in deck.slides], render_slides(deck, jinja_env(SLIDES))))
+
+
+def test_sections_are_discovered_in_directory_order(deck):
+    slugs = [section.slug for section in deck.sections]
+    assert slugs == sorted(slugs)
+    assert slugs[:2] == ["00-intro", "01-why-distributed"]
+    assert [s.id for s in deck.sections[0].slides] == ["title", "contents", "real-runs"]
+
+
+def test_every_slide_has_a_title_and_speaker_notes(rendered, deck):
+    for slide in deck.slides:
+        notes = re.search(r'<aside class="notes">(.*?)</aside>', rendered[slide.id], re.S)
+        assert notes and len(notes.group(1).split()) >= 15, f"{slide.id}: speaker notes missing or too short"
+        assert slide.title.strip()
+
+
+def test_static_steps_match_the_manifest(rendered, deck):
+    """data-step k must run 1..steps-1 with no gap: a gap is a → press that shows nothing."""
+    for slide in deck.slides:
+        html = rendered[slide.id]
+        used = {int(k) for k in re.findall(r'\bdata-step="(\d+)"', html)}
+        if slide.steps > 1:
+            assert used == set(range(1, slide.steps)), slide.id
+            assert f'data-steps="{slide.steps}"' in html
+        else:
+            assert used == set(), f"{slide.id} has data-step parts but no `steps` in its manifest"
+
+
+def test_contents_slide_lists_every_section(rendered, deck):
+    for section in deck.sections:
+        assert f'href="#/{section.slides[0].id}/0"' in rendered["contents"]
+
+
+def test_print_page_count_counts_steps(deck):
+    assert deck.print_page_count() == len(deck.slides) + sum(s.steps - 1 for s in deck.slides)
+    assert deck.find("one-gpu-7b").steps == 5 and deck.find("nope") is None
+
+
+def write_section(root: Path, slug: str, manifest: str, templates: dict[str, str]) -> None:
+    section = root / "sections" / slug
+    section.mkdir(parents=True)
+    (section / "section.toml").write_text(manifest)
+    for name, text in templates.items():
+        (section / name).write_text(text)
+
+
+def test_duplicate_slide_ids_are_refused(tmp_path):
+    one = 'title = "A"\n[[slides]]\nid = "same"\ntitle = "Same"\n'
+    write_section(tmp_path, "00-a", one, {"same.html.j2": ""})
+    write_section(tmp_path, "01-b", one, {"same.html.j2": ""})
+    with pytest.raises(ManifestError, match="used twice"):
+        load_deck(tmp_path)
+
+
+def test_a_slide_without_its_template_is_refused(tmp_path):
+    write_section(tmp_path, "00-a", 'title = "A"\n[[slides]]\nid = "ghost"\ntitle = "Ghost"\n', {})
+    with pytest.raises(ManifestError, match="ghost"):
+        load_deck(tmp_path)
+
+
+@pytest.mark.parametrize("bad_id", ["Has-Caps", "../etc", "with space", "-leading"])
+def test_slide_ids_must_be_url_safe(tmp_path, bad_id):
+    write_section(tmp_path, "00-a", f'title = "A"\n[[slides]]\nid = "{bad_id}"\ntitle = "T"\n', {})
+    with pytest.raises(ManifestError):
+        load_deck(tmp_path)
+
+
+def test_a_directory_with_files_but_no_manifest_is_refused(tmp_path):
+    write_section(tmp_path, "00-a", 'title = "A"\n[[slides]]\nid = "a"\ntitle = "A"\n', {"a.html.j2": ""})
+    (tmp_path / "sections" / "01-b").mkdir()
+    (tmp_path / "sections" / "01-b" / "b.html.j2").write_text("")
+    with pytest.raises(ManifestError, match="missing section.toml"):
+        load_deck(tmp_path)
+
+
+def test_template_file_can_be_named_in_the_manifest(tmp_path):
+    write_section(
+        tmp_path, "00-a", 'title = "A"\n[[slides]]\nid = "a"\ntitle = "A"\ntemplate = "other.html.j2"\n',
+        {"other.html.j2": ""},
+    )
+    assert load_deck(tmp_path).slides[0].template_path == "sections/00-a/other.html.j2"
+
+
+# ---- memory figures (REFERENCE.md) ----
+
+@pytest.mark.parametrize("name, gigabytes", [("1B", 16), ("7B", 112), ("70B", 1120), ("405B", 6480)])
+def test_sixteen_bytes_per_parameter_matches_the_playbook_table(name, gigabytes):
+    assert sum(mem.model_state_bytes(mem.MODEL_SIZES[name]).values()) == pytest.approx(gigabytes * mem.GB)
+
+
+def test_zero_stages_shard_what_the_zero_paper_says():
+    psi, n = 1e9, 8
+    total = lambda stage: sum(mem.model_state_bytes(psi, n, stage).values())  # noqa: E731
+    assert total(0) == pytest.approx(16 * psi)
+    assert total(1) == pytest.approx(2 * psi + 2 * psi + 12 * psi / n)
+    assert total(2) == pytest.approx(2 * psi + 14 * psi / n)
+    assert total(3) == pytest.approx(16 * psi / n)
+    with pytest.raises(ValueError):
+        mem.model_state_bytes(psi, n, 4)
+
+
+def test_seven_b_breakdown_on_the_stepped_slide():
+    states = mem.model_state_bytes(7e9)
+    assert states == {"params": 14e9, "grads": 14e9, "optimizer": 84e9}
+
+
+def test_activation_formula_and_recomputation():
+    m = mem.LLAMA_7B
+    sbh = 4096 * 1 * m.hidden
+    assert mem.activation_bytes(4096, 1, m.hidden, m.heads, m.layers) == pytest.approx(
+        m.layers * sbh * (34 + 5 * m.heads * 4096 / m.hidden)
+    )
+    assert mem.activation_bytes(4096, 1, m.hidden, m.heads, m.layers, "selective") == m.layers * sbh * 34
+    assert mem.activation_bytes(4096, 1, m.hidden, m.heads, m.layers, "full") == m.layers * 2 * sbh
+
+
+def test_transformer_parameter_count_of_a_llama_7b_shape():
+    # h·v + L·(12h² + 13h) + 2h for h=4096, v=32000, L=32: about 6.6e9 (the "7B" counts the untied head too).
+    assert mem.transformer_params(4096, 32000, 32) == 6_575_235_072
+
+
+def test_gpu_counts_and_formatting():
+    assert mem.gpus_to_hold(112e9, "H100") == 2
+    assert mem.gpus_to_hold(6480e9, "H200") == 46
+    assert mem.gb(6480e9) == "6,480 GB" and mem.gb(26.25e9, 1) == "26.2 GB"
