@@ -1,0 +1,149 @@
+"""Pipeline schedules: which forward and backward each rank runs, in which order.
+
+A schedule is, for every rank, an ordered list of actions:
+- F(stage, mb): forward of one micro-batch through one stage;
+- B(stage, mb): backward of it (in the zero-bubble schedule only the input gradient);
+- W(stage, mb): the weight gradient, which the zero-bubble schedule splits off B.
+
+A rank runs its list strictly in order. `timetable` then places the lists on a common clock of
+logical slots, one action per slot, an action waiting for what it depends on: the forward of the
+stage before, the backward of the stage after. Slots where a rank has nothing to do are the bubble.
+
+- GPipe (Huang et al., arXiv:1811.06965): all forwards, then all backwards.
+- 1F1B (PipeDream-Flush, Narayanan et al., arXiv:2006.09503): p − 1 − r warm-up forwards on
+  rank r, then one forward, one backward, so at most p micro-batches are in flight.
+- Interleaved 1F1B (Narayanan et al., arXiv:2104.04473): v smaller stages per rank, placed in a
+  loop (stage k·p + r on rank r); the bubble shrinks v times.
+- ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", arXiv:2401.10241): 1F1B with backward split
+  into B and W; rank r holds back r of its W to fill the slots where 1F1B waits, at 1F1B's memory.
+These orders are the ones torch.distributed.pipelining builds (schedules.py), written out plainly.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Action(NamedTuple):
+    kind: str  # "F", "B" or "W"
+    stage: int  # global stage index (with virtual stages: chunk * p + rank)
+    mb: int  # micro-batch
+
+    def __str__(self) -> str:
+        return f"{self.kind}{self.mb}"
+
+
+def gpipe(p: int, m: int, rank: int) -> list[Action]:
+    """All forwards, then all backwards: every micro-batch's activations wait for the flush."""
+    return [Action("F", rank, i) for i in range(m)] + [Action("B", rank, i) for i in range(m)]
+
+
+def one_f_one_b(p: int, m: int, rank: int) -> list[Action]:
+    """Warm up with p − 1 − rank forwards, then alternate one forward, one backward, then drain."""
+    warmup = min(p - 1 - rank, m)
+    order = [Action("F", rank, i) for i in range(warmup)]
+    for i in range(m - warmup):
+        order += [Action("F", rank, warmup + i), Action("B", rank, i)]
+    order += [Action("B", rank, i) for i in range(m - warmup, m)]
+    return order
+
+
+def zero_bubble_h1(p: int, m: int, rank: int) -> list[Action]:
+    """1F1B with B (input gradient) and W (weight gradient) apart; rank r defers its first r W."""
+    warmup = min(p - 1 - rank, m)
+    order = [Action("F", rank, i) for i in range(warmup)]
+    next_w = 0
+    for i in range(m):
+        if warmup + i < m:
+            order.append(Action("F", rank, warmup + i))
+        order.append(Action("B", rank, i))
+        if i >= rank:  # the deferred W fill the tail of the pipeline, where 1F1B sits idle
+            order.append(Action("W", rank, next_w))
+            next_w += 1
+    order += [Action("W", rank, i) for i in range(next_w, m)]
+    return order
+
+
+def interleaved_1f1b(p: int, m: int, rank: int, v: int) -> list[Action]:
+    """1F1B over v chunks per rank, in rounds of p micro-batches (Megatron-LM's order).
+
+    Forwards go chunk 0 for a round of micro-batches, then chunk 1, ...; backwards the other way.
+    Warm-up is (v − 1) rounds plus 2 per hop from the last rank, so the first backward is ready.
+    """
+    rounds = max(1, m // p)
+    per_round = m // rounds
+    total = v * m
+    warmup = min((v - 1) * per_round + 2 * (p - 1 - rank), total)
+    forwards, backwards = [], []
+    done_f, done_b = [0] * v, [0] * v
+    for k in range(total):
+        chunk = (k // per_round) % v
+        forwards.append(Action("F", chunk * p + rank, done_f[chunk]))
+        done_f[chunk] += 1
+        chunk = v - 1 - (k // per_round) % v
+        backwards.append(Action("B", chunk * p + rank, done_b[chunk]))
+        done_b[chunk] += 1
+    order = forwards[:warmup]
+    for k in range(total - warmup):
+        order += [forwards[warmup + k], backwards[k]]
+    return order + backwards[total - warmup:]
+
+
+def rank_orders(schedule: str, p: int, m: int, v: int = 1) -> list[list[Action]]:
+    if schedule == "gpipe":
+        return [gpipe(p, m, r) for r in range(p)]
+    if schedule == "1f1b":
+        return [one_f_one_b(p, m, r) for r in range(p)]
+    if schedule == "zero_bubble":
+        return [zero_bubble_h1(p, m, r) for r in range(p)]
+    if schedule == "interleaved_1f1b":
+        return [interleaved_1f1b(p, m, r, v) for r in range(p)]
+    raise ValueError(f"unknown schedule {schedule!r}")
+
+
+def depends_on(action: Action, num_stages: int) -> Action | None:
+    """What must have run (in an earlier slot) before `action` may start."""
+    kind, stage, mb = action
+    if kind == "F":
+        return Action("F", stage - 1, mb) if stage > 0 else None
+    if kind == "B":
+        return Action("B", stage + 1, mb) if stage < num_stages - 1 else Action("F", stage, mb)
+    return Action("B", stage, mb)  # W needs the output gradients that B computed
+
+
+def timetable(orders: list[list[Action]], num_stages: int) -> list[list[Action | None]]:
+    """Place each rank's ordered actions on a common clock: slot t, each rank runs its next action
+    if what it depends on finished in a slot before t, else it idles (a bubble)."""
+    finished: dict[Action, int] = {}
+    position = [0] * len(orders)
+    table: list[list[Action | None]] = [[] for _ in orders]
+    slot = 0
+    while any(position[r] < len(order) for r, order in enumerate(orders)):
+        for r, order in enumerate(orders):
+            action = order[position[r]] if position[r] < len(order) else None
+            needed = depends_on(action, num_stages) if action else None
+            if action and (needed is None or finished.get(needed, slot) < slot):
+                table[r].append(action)
+                finished[action] = slot
+                position[r] += 1
+            else:
+                table[r].append(None)
+        slot += 1
+        if slot > 4 * sum(len(o) for o in orders):
+            raise RuntimeError("schedule deadlocks: an action waits for one that never runs")
+    return table
+
+
+def bubble_formula(schedule: str, p: int, m: int, v: int = 1) -> tuple[int, int]:
+    """REFERENCE.md's bubble fraction, as (numerator, denominator), in slots of one F, B or W.
+
+    GPipe and 1F1B: (p−1)/(m+p−1). Interleaved: (p−1)/(v·m+p−1). ZB-H1 with t_F = t_B = t_W:
+    (p−1)/(3m+p−1), a third of 1F1B's (p−1)·3 idle slots.
+    """
+    if schedule in ("gpipe", "1f1b"):
+        return p - 1, m + p - 1
+    if schedule == "interleaved_1f1b":
+        return p - 1, v * m + p - 1
+    if schedule == "zero_bubble":
+        return p - 1, 3 * m + p - 1
+    raise ValueError(f"unknown schedule {schedule!r}")
