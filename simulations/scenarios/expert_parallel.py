@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simulations import comm, trace
+from simulations import comm, formulas, trace
 from simulations.frames import Check, Summary
 from simulations.models import max_abs_diff
 from simulations.scenarios.base import RankContext, Scenario
@@ -223,7 +223,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     token_bytes = [row * (sum(r["in_splits"]) + sum(r["out_splits"])) for r in results]
     off_rank = [row * (sum(r["in_splits"]) - r["in_splits"][i] + sum(r["out_splits"]) - r["out_splits"][i])
                 for i, r in enumerate(results)]
-    formula = [(n - 1) / n * s for s in token_bytes]
+    formula = [formulas.all_gather_bytes(s, n) for s in token_bytes]  # all-to-all: the same (N−1)/N · S
     mean_off, mean_formula = sum(off_rank) / n, sum(formula) / n
 
     checks = [

@@ -1,10 +1,14 @@
 import pytest
+from fastapi.testclient import TestClient
 
+from app.main import create_app
+from app.settings import Settings
 from simulations.scenarios import expert_parallel as ep
 
-pytestmark = pytest.mark.slow
+slow = pytest.mark.slow  # the tests that run ranks
 
 
+@slow
 @pytest.mark.parametrize("config", [
     dict(world_size=4, experts=8, top_k=2, capacity_factor=1.0, tokens=8),  # tight capacity: drops happen
     dict(world_size=3, experts=6, top_k=1, capacity_factor=2.0, tokens=5, hidden=6, seed=3),  # Switch-style top-1
@@ -23,6 +27,7 @@ def test_output_equals_single_process_moe_layer(run_scenario, config):
         assert figures["dropped_assignments"] > 0  # the config is meant to show drops
 
 
+@slow
 def test_no_drops_with_generous_capacity(run_scenario):
     run = run_scenario("expert_parallel", world_size=2, experts=4, top_k=2, capacity_factor=4.0, tokens=6)
     assert run.summary.passed
@@ -30,6 +35,7 @@ def test_no_drops_with_generous_capacity(run_scenario):
     assert sum(run.summary.figures["tokens_per_expert"]) == 2 * 6 * 2
 
 
+@slow
 def test_frames_show_routes_counts_and_all_to_all_bytes(run_scenario):
     n, tokens = 4, 8
     run = run_scenario("expert_parallel", world_size=n, experts=8, top_k=2, capacity_factor=1.0, tokens=tokens)
@@ -62,3 +68,12 @@ def test_validation_names_the_constraint():
         ep.Params(world_size=4, experts=6)
     with pytest.raises(ValueError, match="world_size"):
         ep.Params(world_size=9, experts=9)
+
+
+def test_api_answers_422_naming_the_constraint():
+    client = TestClient(create_app(Settings(start_pool_on_startup=False)), raise_server_exceptions=False)
+    response = client.get("/api/simulations/expert_parallel/frames", params={"experts": 4, "top_k": 5, "world_size": 2})
+    assert response.status_code == 422
+    assert "top_k (5) must be at most experts (4)" in response.text
+    response = client.get("/api/simulations/expert_parallel/frames", params={"experts": 6, "world_size": 4})
+    assert response.status_code == 422 and "multiple of world_size" in response.text

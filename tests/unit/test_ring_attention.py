@@ -1,10 +1,14 @@
 import pytest
+from fastapi.testclient import TestClient
 
+from app.main import create_app
+from app.settings import Settings
 from simulations.scenarios import ring_attention as ra
 
-pytestmark = pytest.mark.slow
+slow = pytest.mark.slow  # the tests that run ranks
 
 
+@slow
 @pytest.mark.parametrize("config", [
     dict(world_size=4, seq_len=16, heads=2, head_dim=4, causal=True, zigzag=True),
     dict(world_size=3, seq_len=12, heads=1, head_dim=8, causal=False, zigzag=False, seed=5),
@@ -23,6 +27,7 @@ def test_output_and_gradients_equal_full_attention(run_scenario, config):
     assert figures["backward_dkv_bytes_per_rank"] == [n * block] * n
 
 
+@slow
 def test_each_step_computes_with_the_block_from_rank_minus_step(run_scenario):
     n = 4
     run = run_scenario("ring_attention", world_size=n, seq_len=8, causal=True, zigzag=False)
@@ -41,6 +46,7 @@ def test_each_step_computes_with_the_block_from_rank_minus_step(run_scenario):
     assert work[0] < work[-1] and run.summary.figures["work_imbalance"] > 1.5
 
 
+@slow
 def test_zigzag_balances_causal_work(run_scenario):
     run = run_scenario("ring_attention", world_size=4, seq_len=16, causal=True, zigzag=True)
     figures = run.summary.figures
@@ -61,3 +67,11 @@ def test_bad_seq_len_is_rejected_naming_the_constraint():
     with pytest.raises(ValueError, match=r"divisible by world_size = 4"):
         ra.Params(world_size=4, seq_len=10, zigzag=False)
     assert ra.Params(world_size=4, seq_len=12, zigzag=False).seq_len == 12
+
+
+def test_api_answers_422_for_a_bad_seq_len():
+    client = TestClient(create_app(Settings(start_pool_on_startup=False)), raise_server_exceptions=False)
+    response = client.get("/api/simulations/ring_attention/frames",
+                          params={"world_size": 4, "seq_len": 12, "zigzag": "true"})
+    assert response.status_code == 422
+    assert "divisible by 2·world_size = 8 with zigzag" in response.text
