@@ -1,0 +1,60 @@
+/**
+ * The compact control row under a live simulation: one input per parameter the slide
+ * names, built from the scenario's JSON Schema (bounds, choices), so the browser checks
+ * what it can and the server's 422 explains the rest.
+ */
+
+function fieldSchema(schema, name) {
+  const field = schema.properties?.[name] ?? {};
+  if (field.$ref) return schema.$defs?.[field.$ref.split('/').pop()] ?? field;
+  if (field.allOf?.[0]?.$ref) return { ...schema.$defs?.[field.allOf[0].$ref.split('/').pop()], ...field };
+  return field;
+}
+
+function labelFor(name, field) {
+  return field.description ?? name.replace(/_/g, ' ');
+}
+
+export function buildControls(container, schema, names, values, onChange) {
+  container.replaceChildren();
+  for (const name of names) {
+    const field = fieldSchema(schema, name);
+    const label = document.createElement('label');
+    label.className = 'sim-control';
+    const caption = document.createElement('span');
+    caption.textContent = name.replace(/_/g, ' ');
+    label.title = labelFor(name, field);
+    let input;
+    if (field.enum) {
+      input = document.createElement('select');
+      for (const option of field.enum) {
+        const el = document.createElement('option');
+        el.value = option;
+        el.textContent = option;
+        input.append(el);
+      }
+      input.value = values[name];
+    } else if (field.type === 'boolean') {
+      input = document.createElement('input');
+      input.type = 'checkbox';
+      input.checked = Boolean(values[name]);
+    } else {
+      input = document.createElement('input');
+      input.type = 'number';
+      if (field.minimum !== undefined) input.min = field.minimum;
+      if (field.maximum !== undefined) input.max = field.maximum;
+      input.step = field.type === 'integer' ? '1' : 'any';
+      input.value = values[name];
+    }
+    input.name = name;
+    input.addEventListener('change', () => {
+      const raw = input.type === 'checkbox' ? input.checked : input.value;
+      const next = field.type === 'integer' || field.type === 'number' ? Number(raw) : raw;
+      onChange(name, next);
+    });
+    // Keys typed into a control are for the control, not for the deck's navigation.
+    input.addEventListener('keydown', (event) => event.stopPropagation());
+    label.append(caption, input);
+    container.append(label);
+  }
+}

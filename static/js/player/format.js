@@ -1,0 +1,46 @@
+/** Number formatting shared by the player's views: bytes, seconds, values. */
+
+export function bytes(n) {
+  if (n == null || Number.isNaN(n)) return '–';
+  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  let v = n;
+  while (Math.abs(v) >= 1000 && i < units.length - 1) { v /= 1000; i += 1; }
+  return `${i === 0 ? v : v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0)} ${units[i]}`;
+}
+
+export function ms(seconds) {
+  if (seconds == null) return '–';
+  const v = seconds * 1000;
+  return `${v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : v.toFixed(0)} ms`;
+}
+
+export function value(x) {
+  if (x == null) return '–';
+  if (typeof x !== 'number') return String(x);
+  if (x === 0) return '0';
+  if (Number.isInteger(x) && Math.abs(x) < 1e12) return x.toLocaleString('en-US');
+  const a = Math.abs(x);
+  return a >= 1e4 || a < 1e-3 ? x.toExponential(2) : x.toFixed(a < 1 ? 3 : 2);
+}
+
+/** A measured value from a check: numbers, lists of numbers, or text. */
+export function measured(x) {
+  if (Array.isArray(x)) return `[${x.slice(0, 8).map(value).join(', ')}${x.length > 8 ? ', …' : ''}]`;
+  return value(x);
+}
+
+/** Colour of a tensor role, from the deck's CSS variables (so views and legends agree). */
+export const ROLE_COLORS = {
+  parameters: 'var(--role-params, #5cc8ff)',
+  gradients: 'var(--role-grads, #7ee07e)',
+  optimizer: 'var(--role-optimizer, #ffb454)',
+  activations: 'var(--role-activations, #c792ea)',
+  batch: 'var(--role-batch, #9aa3b2)',
+  buffer: 'var(--role-buffer, #ff8fa3)',
+  gathered: 'var(--role-buffer, #ff8fa3)',
+};
+
+export function roleColor(role) {
+  return ROLE_COLORS[role] ?? 'var(--fg-muted, #9aa3b2)';
+}

@@ -1,0 +1,163 @@
+/**
+ * The tokens view (expert parallelism): every token on its rank (left), the experts on their
+ * ranks (right), a line for each routing decision (dashed red when capacity dropped it), real
+ * token counts per expert against the capacity, and during the all-to-alls the matrix of bytes
+ * each rank sent to each other rank. Everything comes from the frames' rank extras.
+ */
+import { bytes } from '../format.js';
+
+const W = 960;
+const H = 400;
+const TOP = 26;
+const TOKENS_X = [8, 300];
+const EXPERTS_X = [640, 952];
+const MATRIX = { x: 360, y: 60, size: 230 };
+
+const PHASES = ['tokens', 'route', 'counts', 'dispatch', 'experts', 'combine', 'output'];
+
+function latest(frames, index, phase) {
+  for (let i = Math.min(index, frames.length - 1); i >= 0; i -= 1) if (frames[i].phase === phase) return frames[i];
+  return null;
+}
+
+export function render(svg, { frames, index, frame }) {
+  const d3 = window.d3;
+  svg.selectAll('*').remove();
+  const layout = frames[0]?.extra ?? {};
+  if (layout.experts == null) return;
+  const n = frame.ranks.length;
+  const E = layout.experts;
+  const T = layout.tokens_per_rank;
+  const cap = layout.capacity;
+  const rankColor = d3.scaleOrdinal(d3.schemeTableau10).domain(d3.range(8));
+  const step = PHASES.indexOf(frame.phase);
+  const route = step >= 1 ? latest(frames, index, 'route') : null;
+  const experts = step >= 4 ? latest(frames, index, 'experts') : null;
+
+  // Tokens: one band per rank, a square per token, coloured by what the router did to it.
+  const band = (H - TOP - 8) / n;
+  const perRow = Math.max(1, Math.min(T, 16));
+  const rows = Math.ceil(T / perRow);
+  const size = Math.max(3, Math.min(16, (TOKENS_X[1] - TOKENS_X[0] - 40) / perRow, (band - 6) / rows));
+  const tokenAt = (t) => {
+    const r = Math.floor(t / T);
+    const i = t % T;
+    return { x: TOKENS_X[0] + 34 + (i % perRow) * size, y: TOP + r * band + 3 + Math.floor(i / perRow) * size };
+  };
+  const routes = route ? route.ranks.flatMap((s) => s.extra.routes ?? []) : [];
+  const fate = new Map(routes.map((d) => [d.token, d.kept.every(Boolean) ? 'kept' : d.kept.some(Boolean) ? 'partial' : 'dropped']));
+
+  svg.append('text').attr('class', 'legend-label').attr('x', TOKENS_X[0]).attr('y', 16)
+    .text(`${n * T} tokens, ${T} per rank`);
+  svg.append('text').attr('class', 'legend-label').attr('x', EXPERTS_X[0]).attr('y', 16)
+    .text(`${E} experts · capacity ${cap} per rank per expert`);
+  const tokens = svg.append('g').attr('class', 'tokens');
+  for (let r = 0; r < n; r += 1) {
+    tokens.append('text').attr('class', 'lane-label').attr('x', TOKENS_X[0]).attr('y', TOP + r * band + Math.min(band, size * rows) / 2 + 5)
+      .attr('fill', rankColor(r)).text(`r${r}`);
+  }
+  tokens.selectAll('rect').data(d3.range(n * T)).join('rect')
+    .attr('x', (t) => tokenAt(t).x).attr('y', (t) => tokenAt(t).y)
+    .attr('width', size - 1).attr('height', size - 1).attr('rx', 2)
+    .attr('fill', (t) => ({ kept: 'var(--accent)', partial: 'var(--accent-strong)', dropped: 'var(--danger)' }[fate.get(t)] ?? 'var(--fg-muted)'))
+    .append('title').text((t) => {
+      const d = routes.find((x) => x.token === t);
+      return d ? `token ${t}: ${d.experts.map((e, k) => `E${e} (gate ${d.gates[k]}${d.kept[k] ? '' : ', dropped'})`).join(', ')}` : `token ${t}`;
+    });
+
+  // Experts: a bar per expert, grouped by the rank that owns it; kept tokens, then the dropped overflow.
+  const eh = (H - TOP - 8) / E;
+  const ey = (e) => TOP + e * eh;
+  const kept = new Array(E).fill(0);
+  const wanted = new Array(E).fill(0);
+  if (route) {
+    for (const s of route.ranks) {
+      (s.extra.sent ?? []).forEach((c, e) => { kept[e] += c; });
+      (s.extra.wanted ?? []).forEach((c, e) => { wanted[e] += c; });
+    }
+  }
+  const done = new Array(E).fill(null);
+  if (experts) {
+    const per = E / n;
+    experts.ranks.forEach((s) => (s.extra.tokens_per_expert ?? []).forEach((c, j) => { done[s.rank * per + j] = c; }));
+  }
+  const maxCount = Math.max(n * cap, d3.max(wanted) ?? 0, 1);
+  const bx = d3.scaleLinear().domain([0, maxCount]).range([EXPERTS_X[0] + 52, EXPERTS_X[1] - 70]);
+  const g = svg.append('g').attr('class', 'experts');
+  for (let e = 0; e < E; e += 1) {
+    const owner = layout.expert_rank[e];
+    const y = ey(e);
+    const h = Math.max(2, eh - 3);
+    g.append('rect').attr('x', EXPERTS_X[0]).attr('y', y).attr('width', 46).attr('height', h).attr('rx', 3)
+      .attr('fill', rankColor(owner)).attr('opacity', 0.85);
+    if (eh >= 12) {
+      g.append('text').attr('class', 'span-label').attr('x', EXPERTS_X[0] + 4).attr('y', y + Math.min(h, 18) - 4)
+        .text(`E${e} r${owner}`);
+    }
+    if (!route) continue;
+    g.append('rect').attr('x', bx(0)).attr('y', y).attr('width', bx(kept[e]) - bx(0)).attr('height', h)
+      .attr('fill', 'var(--accent)').attr('opacity', done[e] != null ? 1 : 0.6)
+      .append('title').text(`E${e}: ${kept[e]} tokens kept, ${wanted[e] - kept[e]} dropped`);
+    g.append('rect').attr('x', bx(kept[e])).attr('y', y).attr('width', bx(wanted[e]) - bx(kept[e])).attr('height', h)
+      .attr('fill', 'var(--danger)').attr('opacity', 0.7);
+    if (eh >= 12) {
+      g.append('text').attr('class', 'bar-total').attr('x', bx(wanted[e]) + 4).attr('y', y + Math.min(h, 18) - 4)
+        .text(`${done[e] ?? kept[e]}${wanted[e] > kept[e] ? ` (−${wanted[e] - kept[e]})` : ''}`);
+    }
+  }
+  g.append('line').attr('class', 'lane-rule').attr('x1', bx(n * cap)).attr('x2', bx(n * cap))
+    .attr('y1', TOP - 4).attr('y2', H - 6).attr('stroke-dasharray', '4 3');
+  g.append('text').attr('class', 'legend-label').attr('x', bx(n * cap)).attr('y', H - 1).attr('text-anchor', 'middle')
+    .text(`N·C = ${n * cap}`);
+
+  const allToAll = frame.phase === 'dispatch' || frame.phase === 'combine';
+  // Routing lines: token -> expert, one per top-k choice; faded behind the all-to-all matrix.
+  if (route) {
+    const lines = svg.append('g').attr('class', 'routes').attr('opacity', allToAll ? 0.12 : 1);
+    const many = routes.length * (routes[0]?.experts.length ?? 1) > 160;
+    for (const d of routes) {
+      const a = tokenAt(d.token);
+      d.experts.forEach((e, k) => {
+        lines.append('path')
+          .attr('d', `M${a.x + size},${a.y + size / 2} C${(TOKENS_X[1] + EXPERTS_X[0]) / 2},${a.y + size / 2} ${(TOKENS_X[1] + EXPERTS_X[0]) / 2},${ey(e) + eh / 2} ${EXPERTS_X[0]},${ey(e) + eh / 2}`)
+          .attr('fill', 'none')
+          .attr('stroke', d.kept[k] ? rankColor(layout.expert_rank[e]) : 'var(--danger)')
+          .attr('stroke-dasharray', d.kept[k] ? null : '4 3')
+          .attr('stroke-width', many ? 0.6 : 1.2 + 1.5 * d.gates[k])
+          .attr('opacity', many ? 0.35 : 0.75);
+      });
+    }
+  }
+
+  // The all-to-all, as a matrix: row = sending rank, column = receiving rank, real bytes.
+  if (allToAll) {
+    const m = frame.ranks.map((s) => s.extra.send_bytes ?? []);
+    const cell = MATRIX.size / n;
+    const heat = d3.scaleSequential(d3.interpolateBlues).domain([0, d3.max(m.flat()) || 1]);
+    const mg = svg.append('g').attr('class', 'all-to-all').attr('transform', `translate(${MATRIX.x},${MATRIX.y})`);
+    mg.append('rect').attr('x', -34).attr('y', -44).attr('width', MATRIX.size + 48).attr('height', MATRIX.size + 84)
+      .attr('fill', 'var(--bg-raised)').attr('stroke', 'var(--rule)').attr('rx', 6);
+    mg.append('text').attr('class', 'tensor-name').attr('x', MATRIX.size / 2).attr('y', -26).attr('text-anchor', 'middle')
+      .text(`${frame.phase}: bytes sent, row → column`);
+    m.forEach((row, i) => row.forEach((b, j) => {
+      mg.append('rect').attr('x', j * cell).attr('y', i * cell).attr('width', cell - 2).attr('height', cell - 2)
+        .attr('fill', i === j ? 'var(--bg)' : heat(b)).attr('stroke', i === j ? 'var(--rule)' : null)
+        .append('title').text(`rank ${i} → rank ${j}: ${bytes(b)}${i === j ? ' (stays on the rank)' : ''}`);
+      if (cell >= 34) {
+        mg.append('text').attr('x', j * cell + cell / 2 - 1).attr('y', i * cell + cell / 2 + 4).attr('text-anchor', 'middle')
+          .attr('class', 'legend-label').attr('fill', b > (d3.max(m.flat()) || 1) / 2 ? '#10131a' : null).text(bytes(b));
+      }
+    }));
+    for (let r = 0; r < n; r += 1) {
+      mg.append('text').attr('class', 'lane-label').attr('x', -6).attr('y', r * cell + cell / 2 + 4).attr('text-anchor', 'end').text(`r${r}`);
+      mg.append('text').attr('class', 'lane-label').attr('x', r * cell + cell / 2).attr('y', -6).attr('text-anchor', 'middle').text(`r${r}`);
+    }
+    const off = d3.sum(m.flatMap((row, i) => row.filter((_, j) => j !== i)));
+    mg.append('text').attr('class', 'legend-label').attr('x', MATRIX.size / 2).attr('y', MATRIX.size + 22).attr('text-anchor', 'middle')
+      .text(`${bytes(off)} left their rank`);
+  }
+
+  const dropped = routes.reduce((acc, d) => acc + d.kept.filter((k) => !k).length, 0);
+  svg.attr('data-phase', frame.phase).attr('data-dropped', route ? dropped : null)
+    .attr('aria-label', `${n * T} tokens routed to ${E} experts on ${n} ranks${route ? `; ${dropped} assignments dropped at capacity` : ''}`);
+}
