@@ -1,0 +1,542 @@
+"""ZeRO stages 0–3 and FSDP: shard the optimizer states, then the gradients, then the parameters.
+
+Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+Parameter Models" (SC 2020, arXiv:1910.02054); Zhao et al., "PyTorch FSDP:
+Experiences on Scaling Fully Sharded Data Parallel" (VLDB 2023, arXiv:2304.11277);
+Ren et al., "ZeRO-Offload" (USENIX ATC 2021, arXiv:2101.06840).
+
+Data parallelism keeps 16 bytes per parameter on every rank (REFERENCE.md). Each
+Linear layer here is one *unit* (FSDP's wrapping): its weight and bias are
+flattened into one vector, padded to a multiple of N and cut into N equal shards;
+rank r owns shard r.
+
+- stage 0 (DDP): everything replicated; gradients all-reduced.
+- stage 1: rank r keeps Adam's states only for shard r. Gradients are reduce-scattered
+  (the full gradient buffer stays), r updates its shard, and the updated
+  parameters are all-gathered.
+- stage 2: also the gradients: each unit's gradient is reduce-scattered as soon as
+  backward produces it and the full gradient is freed.
+- stage 3 (FSDP): also the parameters: a unit all-gathers its parameters just
+  before its forward, frees them after, gathers them again just before its
+  backward, and frees them after reduce-scattering its gradient.
+- cpu_offload: the fp32 master shard and Adam's states live in host memory, and the
+  step runs there.
+- precision bf16: bf16 parameters and gradients, fp32 master parameters (k = 12).
+- activation_checkpointing: each unit keeps only its input and recomputes the rest in
+  backward (torch.utils.checkpoint).
+- grad_accumulation: g micro-batches per step, one optimizer step.
+
+The stage-3 free is FSDP's trick: the gathered buffer's storage is resized to 0
+(autograd still holds views of it) and re-allocated when it is gathered again.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from simulations import comm, formulas, trace
+from simulations.frames import Check, Summary
+from simulations.models import flat, max_abs_diff, mlp, regression_batch
+from simulations.scenarios.base import RankContext, Scenario
+from simulations.trace import ActivationMeter, tensor_bytes, tensor_view
+
+IN_FEATURES, OUT_FEATURES = 4, 2
+LR, BETAS, EPS = 1e-2, (0.9, 0.999), 1e-8
+HOST = torch.device("cpu")  # where cpu_offload puts the optimizer (on a CPU-only run: the same RAM)
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stage: int = Field(3, ge=0, le=3, description="ZeRO stage (0 = plain DDP, 3 = FSDP)")
+    world_size: int = Field(4, ge=2, le=8, description="Ranks (GPUs)")
+    width: int = Field(32, ge=2, le=256, description="Hidden width of the MLP")
+    depth: int = Field(2, ge=1, le=6, description="Hidden layers of the MLP")
+    precision: Literal["fp32", "bf16"] = Field("fp32", description="fp32, or bf16 with fp32 master weights")
+    cpu_offload: bool = Field(False, description="Optimizer states and step in host memory")
+    activation_checkpointing: bool = Field(False, description="Recompute each unit's activations in backward")
+    grad_accumulation: int = Field(1, ge=1, le=4, description="Micro-batches per optimizer step")
+    micro_batch: int = Field(4, ge=1, le=64, description="Samples per micro-batch on each rank")
+    steps: int = Field(1, ge=1, le=5, description="Optimizer steps")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+
+
+# -- a unit: one layer's parameters as one flat, padded, sharded vector ---------------------------
+
+@dataclass
+class Unit:
+    index: int
+    shapes: list[torch.Size]  # weight, bias
+    numel: int  # real elements; the flat vectors are padded to a multiple of N
+    full: torch.Tensor  # the whole flat parameter vector, compute dtype, requires grad
+    lo: int  # this rank's slice [lo, hi) of the flat vector: the part it updates
+    hi: int
+    shard: torch.Tensor | None  # stage 3: the compute-dtype shard this rank keeps between uses
+    master: torch.Tensor  # fp32 parameters the optimizer updates (a view of `full` when they coincide)
+    m: torch.Tensor  # Adam's momentum and variance, for [lo, hi) only
+    v: torch.Tensor
+    grad: torch.Tensor | None = None  # stages 2–3: this rank's reduced gradient shard
+    host_grad: torch.Tensor | None = None  # cpu_offload: fp32 copy of the gradient shard for the host step
+    sent: torch.Tensor | None = None  # stages 1–2: the updated shard on its way to the all-gather
+    extras: dict = field(default_factory=dict)
+
+    def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Weight and bias as views of the flat vector (their gradients land in full.grad)."""
+        (w_shape, b_shape) = self.shapes
+        w = self.full[: w_shape.numel()].view(w_shape)
+        b = self.full[w_shape.numel(): w_shape.numel() + b_shape.numel()]
+        return w, b
+
+    def gathered(self) -> bool:
+        return self.full.untyped_storage().nbytes() > 0
+
+
+def make_unit(index: int, layer: nn.Linear, p: Params, rank: int, n: int, device: torch.device) -> Unit:
+    dtype = torch.bfloat16 if p.precision == "bf16" else torch.float32
+    values = torch.cat([layer.weight.detach().reshape(-1), layer.bias.detach()])
+    padded = -(-values.numel() // n) * n
+    values = F.pad(values, (0, padded - values.numel()))  # zeros: zero gradient, zero update
+    lo, hi = (0, padded) if p.stage == 0 else (rank * padded // n, (rank + 1) * padded // n)
+
+    full = values.to(device, dtype, copy=True).requires_grad_(True)
+    shard = full.detach()[lo:hi].clone() if p.stage == 3 else None
+    # fp32 without offload: the parameters are their own master copy; otherwise a separate fp32 shard.
+    where = HOST if p.cpu_offload else device
+    if p.precision == "bf16" or p.cpu_offload:
+        master = values[lo:hi].to(where, torch.float32, copy=True)
+    else:
+        master = shard if shard is not None else full.detach()[lo:hi]
+    if p.stage == 3:
+        free(full)  # stage 3 keeps only the shard; the full buffer is gathered when a unit runs
+    return Unit(index=index, shapes=[layer.weight.shape, layer.bias.shape], numel=layer.weight.numel() + layer.bias.numel(),
+                full=full, lo=lo, hi=hi, shard=shard, master=master,
+                m=torch.zeros(hi - lo, device=where), v=torch.zeros(hi - lo, device=where))
+
+
+def free(t: torch.Tensor) -> None:
+    """Release a buffer's memory while autograd may still hold views of it (FSDP's resize-to-zero)."""
+    t.untyped_storage().resize_(0)
+
+
+def all_gather_params(unit: Unit, group) -> None:
+    """Stage 3: re-allocate the unit's full buffer and fill it from every rank's shard."""
+    unit.full.untyped_storage().resize_(unit.full.numel() * unit.full.element_size())
+    comm.all_gather_into_tensor(unit.full.data, unit.shard, group)
+
+
+# -- the optimizer: Adam on this rank's slice only -------------------------------------------------
+
+def adam_step(master: torch.Tensor, grad: torch.Tensor, m: torch.Tensor, v: torch.Tensor, t: int) -> None:
+    """torch.optim.Adam's update, elementwise: so it can run on any slice of the parameters."""
+    (b1, b2) = BETAS
+    m.mul_(b1).add_(grad, alpha=1 - b1)
+    v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    denom = (v.sqrt() / (1 - b2**t) ** 0.5).add_(EPS)
+    master.addcdiv_(m, denom, value=-LR / (1 - b1**t))
+
+
+def optimizer_step(unit: Unit, p: Params, n: int, t: int, group) -> None:
+    """Update slice [lo, hi) from its averaged gradient, then bring the compute copy up to date."""
+    if p.stage <= 1:
+        grad = unit.full.grad[unit.lo: unit.hi]  # stage 0: all of it; stage 1: the reduce-scattered slice
+    else:
+        grad = unit.grad
+    if p.cpu_offload:  # the step runs on the host: the gradient shard travels there in fp32
+        unit.host_grad = grad.to(HOST, torch.float32, copy=True)
+        grad = unit.host_grad
+    adam_step(unit.master, grad.float(), unit.m, unit.v, t)
+
+    with torch.no_grad():
+        if p.stage == 0:
+            if unit.master.data_ptr() != unit.full.data_ptr():
+                unit.full.copy_(unit.master)
+        elif p.stage in (1, 2):  # every rank updated one slice: gather the slices into every replica
+            unit.sent = unit.master.to(unit.full.device, unit.full.dtype, copy=True)
+            comm.all_gather_into_tensor(unit.full.data, unit.sent, group)
+        elif unit.master is not unit.shard:
+            unit.shard.copy_(unit.master)
+
+
+# -- forward and backward, unit by unit ------------------------------------------------------------
+
+class Engine:
+    """Runs the units' forward and backward with the gathers, scatters and frees of the stage."""
+
+    def __init__(self, ctx: RankContext, p: Params, units: list[Unit]):
+        self.ctx, self.p, self.units = ctx, p, units
+        self.acts: ActivationMeter | None = None
+        self.kept_inputs: list[torch.Tensor] = []  # what checkpointing keeps: each unit's input
+        self.ran_forward: set[int] = set()  # checkpointed units whose forward ran once this micro-batch
+        self.recompute_s = 0.0
+        self.peak_gathered = 0
+        for unit in units:
+            unit.full.register_post_accumulate_grad_hook(lambda _t, u=unit: self.after_backward(u))
+
+    def unit_forward(self, unit: Unit, x: torch.Tensor) -> torch.Tensor:
+        # With checkpointing, torch calls this twice per micro-batch: in forward, then again in backward.
+        recomputing = unit.index in self.ran_forward
+        self.ran_forward ^= {unit.index} if self.p.activation_checkpointing else set()
+        start = time.perf_counter()
+        with trace.span("recompute", unit=unit.index) if recomputing else nullcontext():
+            w, b = unit.weights()
+            y = F.linear(x, w, b)
+            y = y if unit.index == len(self.units) - 1 else F.relu(y)
+        if recomputing:
+            self.recompute_s += time.perf_counter() - start
+        return y
+
+    def forward_loss(self, x: torch.Tensor, y: torch.Tensor, micro: int) -> torch.Tensor:
+        """One micro-batch's forward and loss, with autograd's saved tensors measured as they are saved."""
+        self.acts = ActivationMeter()
+        with self.acts:
+            out = self.forward(x.to(self.units[0].full.dtype), micro)
+            return F.mse_loss(out.float(), y) / self.p.grad_accumulation
+
+    def forward(self, x: torch.Tensor, micro: int) -> torch.Tensor:
+        for unit in self.units:
+            if self.p.stage == 3:
+                all_gather_params(unit, self.ctx.group)
+                self.show("all_gather", f"Unit {unit.index}: each rank contributes its shard and all {self.ctx.world_size} "
+                          f"receive the whole layer just before its forward", unit)
+            if self.p.activation_checkpointing:
+                self.kept_inputs.append(x)
+                x = checkpoint(self.unit_forward, unit, x, use_reentrant=False)
+            else:
+                x = self.unit_forward(unit, x)
+            x.register_hook(lambda grad, u=unit: self.before_backward(u))
+            if self.p.stage == 3:
+                free(unit.full)
+                self.show("free", f"Unit {unit.index} forward done (micro-batch {micro + 1}): its gathered "
+                          f"parameters are freed at once; only the shard stays", unit)
+            else:
+                self.show("forward", f"Unit {unit.index} forward (micro-batch {micro + 1}): every rank holds "
+                          f"the whole layer", unit)
+        return x
+
+    def before_backward(self, unit: Unit) -> None:
+        """Fires when the gradient reaches the unit's output, before the unit's own backward."""
+        if self.p.stage == 3:
+            all_gather_params(unit, self.ctx.group)
+            self.show("all_gather", f"Unit {unit.index}: gathered again, just before its backward", unit)
+
+    def after_backward(self, unit: Unit) -> None:
+        """Fires when the unit's gradient is complete (the flat vector's grad accumulated)."""
+        if self.p.stage < 2:  # the full gradient stays until the end of the step
+            self.show("backward", f"Unit {unit.index} backward: its full gradient stays on every rank", unit)
+            return
+        # Stages 2–3: reduce-scatter now, keep only this rank's averaged shard, free the rest.
+        shard = torch.empty(unit.hi - unit.lo, dtype=unit.full.dtype, device=unit.full.device)
+        comm.reduce_scatter_tensor(shard, unit.full.grad, self.ctx.group)
+        shard.div_(self.ctx.world_size)
+        unit.grad = shard if unit.grad is None else unit.grad.add_(shard)
+        self.show("reduce_scatter", f"Unit {unit.index}: gradients reduce-scattered; rank r keeps the sum of "
+                  f"shard r over all ranks", unit)
+        unit.full.grad = None
+        if self.p.stage == 3:
+            free(unit.full)
+        self.show("free", f"Unit {unit.index}: the full gradient" + (" and the gathered parameters are"
+                  if self.p.stage == 3 else " is") + " freed", unit)
+
+    # -- instrumentation ---------------------------------------------------------------------------
+    def memory(self) -> dict:
+        """Device memory by role, from the live tensors (host-resident states are in `host_memory`)."""
+        p, units = self.p, self.units
+        on_device = not p.cpu_offload
+        persistent = [u.shard if p.stage == 3 else u.full for u in units]
+        grads = [u.full.grad for u in units if u.full.grad is not None] + [u.grad for u in units if u.grad is not None]
+        optimizer = [t for u in units for t in (u.m, u.v)] if on_device else []
+        if on_device and p.precision == "bf16":
+            optimizer += [u.master for u in units]
+        gathered = [u.full for u in units if p.stage == 3 and u.gathered()] + [u.sent for u in units if u.sent is not None]
+        self.peak_gathered = max(self.peak_gathered, tensor_bytes(gathered))
+        return {"parameters": persistent, "gradients": grads, "optimizer": optimizer,
+                "activations": self.activation_bytes(), "gathered": gathered}
+
+    def activation_bytes(self) -> int:
+        """What autograd saved for backward (not the weights it saved too), plus checkpointed inputs."""
+        weights = {u.full.untyped_storage().data_ptr() for u in self.units}
+        saved = [t for t in (self.acts.saved if self.acts else []) if t.untyped_storage().data_ptr() not in weights]
+        return tensor_bytes(saved + self.kept_inputs)
+
+    def host_memory(self) -> dict:
+        if not self.p.cpu_offload:
+            return {}
+        units = self.units
+        return {"optimizer": tensor_bytes([t for u in units for t in (u.master, u.m, u.v)]),
+                "gradients": tensor_bytes([u.host_grad for u in units if u.host_grad is not None])}
+
+    def shards(self, only: Unit | None = None) -> list:
+        """The blocks each rank holds: a unit's parameters (whole or shard r), gradient and Adam slice."""
+        n, rank, views = self.ctx.world_size, self.ctx.rank, []
+        for u in ([only] if only else self.units):
+            piece = None if self.p.stage == 0 else (rank, n)
+            if self.p.stage == 3:
+                views.append(tensor_view(f"unit{u.index}.param", "parameters", u.shard, shard=piece))
+                if u.gathered():
+                    views.append(tensor_view(f"unit{u.index}.gathered", "gathered", u.full.detach()))
+            else:
+                views.append(tensor_view(f"unit{u.index}.param", "parameters", u.full.detach()))
+            if u.full.grad is not None:
+                views.append(tensor_view(f"unit{u.index}.grad", "gradients", u.full.grad))
+            if u.grad is not None:
+                views.append(tensor_view(f"unit{u.index}.grad", "gradients", u.grad, shard=piece))
+            views.append(tensor_view(f"unit{u.index}.adam", "optimizer", u.m, shard=piece,
+                                     note="host" if self.p.cpu_offload else None))
+        return views
+
+    def show(self, phase: str, caption: str, unit: Unit | None = None, **extra) -> None:
+        trace.frame(phase, caption, tensors=self.shards(unit), memory=self.memory(),
+                    extra={"stage": self.p.stage, "unit": None if unit is None else unit.index, **extra},
+                    rank_extra={"host_memory": self.host_memory()})
+
+
+# -- one rank's training run -----------------------------------------------------------------------
+
+def run(ctx: RankContext, p: Params) -> dict:
+    n, rank, g = ctx.world_size, ctx.rank, p.grad_accumulation
+    model = mlp(IN_FEATURES, p.width, p.depth, OUT_FEATURES, p.seed)
+    units = [make_unit(i, layer, p, rank, n, ctx.device) for i, layer in enumerate(m for m in model if isinstance(m, nn.Linear))]
+    engine = Engine(ctx, p, units)
+    x, y = regression_batch(p.micro_batch * g * n, IN_FEATURES, OUT_FEATURES, p.seed)
+    micro_x = [c.to(ctx.device, copy=True) for c in x.chunk(n)[rank].chunk(g)]
+    micro_y = [c.to(ctx.device, copy=True) for c in y.chunk(n)[rank].chunk(g)]
+    dtype = units[0].full.dtype
+    engine.show("setup", _setup_caption(p, n), stage_name=STAGE_NAMES[p.stage])
+    measured: dict = {"model_states": None, "activations": 0, "host": {}}
+
+    for step in range(p.steps):
+        for micro in range(g):
+            with trace.span("forward", step=step):
+                loss = engine.forward_loss(micro_x[micro], micro_y[micro], micro)
+            measured["activations"] = max(measured["activations"], engine.activation_bytes())
+            with trace.span("backward", step=step):
+                loss.backward()  # the units' hooks gather, reduce-scatter and free inside
+            engine.acts, engine.kept_inputs = None, []
+
+        # Gradients of the whole step are in: stages 0–1 communicate them now.
+        for unit in units:
+            if p.stage == 0:
+                comm.all_reduce(unit.full.grad, ctx.group).div_(n)
+            elif p.stage == 1:
+                reduced = torch.empty(unit.hi - unit.lo, dtype=dtype, device=ctx.device)
+                comm.reduce_scatter_tensor(reduced, unit.full.grad, ctx.group)
+                unit.full.grad[unit.lo: unit.hi] = reduced / n
+        engine.show("gradients", _gradients_caption(p, n))
+        measured["model_states"] = {k: tensor_bytes(v) if not isinstance(v, int) else v
+                                    for k, v in engine.memory().items()}
+
+        with trace.span("optimizer", step=step):
+            for unit in units:
+                optimizer_step(unit, p, n, step + 1, ctx.group)
+        measured["host"] = engine.host_memory()
+        engine.show("optimizer", _optimizer_caption(p, n))
+        for unit in units:  # the step is over: gradients and send buffers go
+            unit.full.grad, unit.grad, unit.sent, unit.host_grad = None, None, None, None
+        engine.show("step_done", f"Step {step + 1} done: gradients freed; "
+                    + ("each rank keeps its parameter shard" if p.stage == 3 else "every replica is up to date"))
+
+    result = {
+        "master": [u.master.detach().cpu().clone() for u in units],
+        "ranges": [(u.lo, u.hi) for u in units],
+        "numels": [u.numel for u in units],
+        "replica": flat(u.full for u in units).cpu() if p.stage < 3 else None,
+        "measured": measured, "recompute_s": engine.recompute_s, "peak_gathered": engine.peak_gathered,
+        "elem_size": units[0].full.element_size(),
+        "padded": sum(u.full.numel() for u in units),
+    }
+    if p.stage == 3 and p.precision == "fp32":
+        result["fsdp2"] = train_with_fully_shard(ctx, p, micro_x, micro_y)
+    trace.frame("done", f"After {p.steps} step(s): stage {p.stage} trained the same model as plain DDP "
+                f"(see the checks)", extra={"stage": p.stage})
+    return result
+
+
+STAGE_NAMES = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3 / FSDP"}
+
+
+def _setup_caption(p: Params, n: int) -> str:
+    held = {0: "the whole model, its gradients and all of Adam's states",
+            1: "the whole model and gradients, but Adam's states for one shard of each unit only",
+            2: "the whole model, but gradients and Adam's states for one shard only",
+            3: "one shard of every unit's parameters, gradients and Adam's states"}[p.stage]
+    return f"{STAGE_NAMES[p.stage]} on {n} ranks: each rank holds {held}"
+
+
+def _gradients_caption(p: Params, n: int) -> str:
+    return {0: "Gradients all-reduced: every rank holds the full averaged gradient",
+            1: "Gradients reduce-scattered: rank r's shard of the full gradient buffer is the average; "
+               "the rest of the buffer is still allocated",
+            2: "Backward done: each rank holds only its averaged gradient shard",
+            3: "Backward done: each rank holds only its parameter and gradient shards"}[p.stage]
+
+
+def _optimizer_caption(p: Params, n: int) -> str:
+    where = " on the host (CPU offload)" if p.cpu_offload else ""
+    if p.stage == 0:
+        return f"Every rank runs the same Adam step on all parameters{where}"
+    tail = " and all-gathers the updated shards into every replica" if p.stage in (1, 2) else ""
+    return f"Each rank runs Adam only on its 1/{n} of the parameters{where}{tail}"
+
+
+# -- the cross-check with torch's FSDP2 ------------------------------------------------------------
+
+def train_with_fully_shard(ctx: RankContext, p: Params, micro_x, micro_y) -> torch.Tensor:
+    """The same training with torch.distributed.fsdp.fully_shard, one unit per Linear. Untraced."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    model = mlp(IN_FEATURES, p.width, p.depth, OUT_FEATURES, p.seed).to(ctx.device)
+    mesh = DeviceMesh.from_group(ctx.group, ctx.device.type)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR, betas=BETAS, eps=EPS, foreach=False)
+    for _ in range(p.steps):
+        for xb, yb in zip(micro_x, micro_y):
+            (F.mse_loss(model(xb), yb) / p.grad_accumulation).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return flat(q.full_tensor() for q in model.parameters()).cpu()
+
+
+# -- the single-process reference and the checks --------------------------------------------------
+
+def reference(p: Params) -> torch.Tensor:
+    """Plain single-process Adam on the whole global batch, fp32 (bf16: the same in mixed precision)."""
+    model = mlp(IN_FEATURES, p.width, p.depth, OUT_FEATURES, p.seed)
+    x, y = regression_batch(p.micro_batch * p.grad_accumulation * p.world_size, IN_FEATURES, OUT_FEATURES, p.seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR, betas=BETAS, eps=EPS, foreach=False)
+    for _ in range(p.steps):
+        optimizer.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        optimizer.step()
+    return flat(model.parameters())
+
+
+def activation_profile(p: Params) -> dict:
+    """One process, one micro-batch, the same units: activation bytes kept with and without checkpointing."""
+    model = mlp(IN_FEATURES, p.width, p.depth, OUT_FEATURES, p.seed)
+    x, y = regression_batch(p.micro_batch, IN_FEATURES, OUT_FEATURES, p.seed)
+    ctx = RankContext(rank=0, world_size=1, group=None, device=HOST, backend="none")
+    out = {}
+    for checkpointing in (False, True):
+        q = p.model_copy(update={"stage": 0, "cpu_offload": False, "activation_checkpointing": checkpointing})
+        units = [make_unit(i, layer, q, 0, 1, HOST) for i, layer in enumerate(m for m in model if isinstance(m, nn.Linear))]
+        engine = Engine(ctx, q, units)
+        engine.forward_loss(x, y, 0)
+        out["checkpointed" if checkpointing else "plain"] = engine.activation_bytes()
+    return out
+
+
+def summarize(p: Params, results: list[dict], frames) -> Summary:
+    n = p.world_size
+    numels = results[0]["numels"]
+    psi = sum(numels)
+    padded = results[0]["padded"]
+
+    # Equivalence: stitch each unit's master slices together, in rank order, and compare.
+    if p.stage == 0:
+        trained = torch.cat([results[0]["master"][i].float()[: numels[i]] for i in range(len(numels))])
+    else:
+        trained = torch.cat([torch.cat([r["master"][i] for r in results])[: numels[i]] for i in range(len(numels))])
+    ref = reference(p)
+    diff = max_abs_diff(trained, ref)
+    tolerance = 1e-6 if p.precision == "fp32" else 3 * LR * p.steps
+    checks = [Check(name="parameters equal plain single-process training", passed=diff <= tolerance,
+                    measured=diff, expected=f"≤ {tolerance:g}",
+                    detail=f"max |w_ZeRO-{p.stage} − w_reference| after {p.steps} Adam step(s), {p.precision}"
+                    + ("" if p.precision == "fp32" else "; bf16 parameters and gradients round, so the bound is "
+                       "a few learning rates, not 1e-6"))]
+    if p.stage < 3:
+        spread = max(max_abs_diff(r["replica"], results[0]["replica"]) for r in results)
+        checks.append(Check(name="replicas identical on every rank", passed=spread == 0.0, measured=spread, expected=0.0))
+    if "fsdp2" in results[0]:
+        padded_ours = trained.double()
+        fsdp_diff = max(max_abs_diff(r["fsdp2"], padded_ours) for r in results)
+        checks.append(Check(name="stage 3 equals torch FSDP2 (fully_shard)", passed=fsdp_diff <= 1e-6,
+                            measured=fsdp_diff, expected="≤ 1e-6",
+                            detail="fully_shard on each Linear and the root, on a CPU DeviceMesh of the same group"))
+
+    # Model states: measured bytes per rank by role against REFERENCE.md's table.
+    formula = formulas.model_state_bytes(psi, p.precision, p.stage, n, p.cpu_offload)
+    measured_states = [{k: r["measured"]["model_states"][k] for k in formulas.MODEL_STATE_ROLES} for r in results]
+    worst = 0.0
+    for states in measured_states:
+        for role, expected in formula.items():
+            got = states[role]
+            worst = max(worst, abs(got - expected) / expected if expected else float(got != 0))
+    checks.append(Check(name="model-state bytes per rank match REFERENCE.md within 5%", passed=worst <= 0.05,
+                        measured=measured_states[0], expected=formula,
+                        detail=f"worst relative error {worst:.2%} over roles and ranks; Ψ = {psi}, padded to "
+                               f"{padded} so every unit splits into {n} equal shards"))
+    if p.cpu_offload:
+        host = results[0]["measured"]["host"]["optimizer"]
+        host_formula = formulas.host_bytes(psi, p.stage, n, True)
+        checks.append(Check(name="offloaded optimizer bytes on the host match 12Ψ (/N from stage 1)",
+                            passed=abs(host - host_formula) <= 0.05 * host_formula, measured=host,
+                            expected=host_formula))
+
+    # Communication: elements per step, counted from the traced collectives.
+    elem = results[0]["elem_size"]
+    counted = []
+    for r in results:
+        sent = r["_sent"]
+        counted.append((2 * sent.get("all_reduce", 0) + n * sent.get("all_gather", 0)
+                        + sent.get("reduce_scatter", 0)) / elem / p.steps)
+    comm_formula = formulas.zero_comm_elements(padded, p.stage, p.grad_accumulation)
+    checks.append(Check(name="elements communicated per step = ZeRO paper's volume",
+                        passed=all(c == comm_formula for c in counted), measured=counted[0], expected=comm_formula,
+                        detail=f"{'2Ψ' if p.stage < 3 else '3Ψ'} at g = 1 (g = {p.grad_accumulation}); Ψ = {padded} "
+                               f"padded elements; all_reduce counts 2S, all_gather and reduce_scatter S"))
+
+    # Activations: the run's measurement against one process's, with and without checkpointing.
+    profile = activation_profile(p)
+    kept = max(r["measured"]["activations"] for r in results)
+    mode = "checkpointed" if p.activation_checkpointing else "plain"
+    expected_acts = profile[mode]
+    checks.append(Check(name="activations kept per micro-batch equal a one-process measurement",
+                        passed=kept == expected_acts, measured=kept, expected=expected_acts,
+                        detail=f"{mode}; micro-batch of {p.micro_batch} samples: gradient accumulation keeps "
+                               f"one micro-batch's activations, not {p.grad_accumulation * p.micro_batch} samples'"))
+    if p.activation_checkpointing:
+        checks.append(Check(name="checkpointing keeps fewer activation bytes", passed=profile["checkpointed"] < profile["plain"],
+                            measured=profile["checkpointed"], expected=f"< {profile['plain']}"))
+
+    run_s = [r["_run_s"] for r in results]
+    return Summary(checks=checks, figures={
+        "psi": psi, "psi_padded": padded, "stage": p.stage, "ranks": n,
+        "model_states_measured": measured_states[0], "model_states_formula": formula,
+        "model_states_ddp_formula": formulas.model_state_bytes(psi, p.precision, 0, n),
+        "host_bytes": results[0]["measured"]["host"],
+        "comm_elements_per_step": counted[0], "comm_elements_formula": comm_formula,
+        "comm_elements_formula_unpadded": formulas.zero_comm_elements(psi, p.stage, p.grad_accumulation),
+        "bytes_sent_per_rank": [r["_sent"] for r in results],
+        "activations_measured": kept, "activations_plain": profile["plain"],
+        "activations_checkpointed": profile["checkpointed"],
+        "activation_bytes_saved": profile["plain"] - profile["checkpointed"],
+        "peak_gathered_bytes": max(r["peak_gathered"] for r in results),
+        "frames": len(frames),
+    }, timings={"run_s": max(run_s), "recompute_s": max(r["recompute_s"] for r in results)})
+
+
+SCENARIO = Scenario(
+    name="zero",
+    title="ZeRO-1/2/3 and FSDP",
+    description="Optimizer states, gradients and parameters sharded over the ranks; every gather, "
+                "scatter and free traced, memory measured by role.",
+    params=Params,
+    run=run,
+    summarize=summarize,
+    views=["ranks", "memory", "timeline"],
+    controls=["stage", "world_size", "activation_checkpointing", "grad_accumulation"],
+)
