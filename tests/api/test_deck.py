@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -163,7 +164,9 @@ def test_live_macro_output_is_escaped_json():
 def test_static_routes_serve_nothing_outside_static(raw_path):
     """Sent as raw ASGI paths: an HTTP client would normalise the dots away before sending."""
     app = create_app(Settings(start_pool_on_startup=False))
-    status, body = asyncio.run(raw_get(app, raw_path))
+    # In a thread of its own: Playwright's sync API may own this thread's event loop.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        status, body = pool.submit(asyncio.run, raw_get(app, raw_path)).result()
     assert status == 404
     assert b"[build-system]" not in body and b"class Settings" not in body and b"root:" not in body
 
