@@ -34,6 +34,8 @@ def deck_page(request: Request) -> HTMLResponse:
     deck = load_deck(slides_dir)
     embed = _flag(request, "embed")
     print_pdf = "print-pdf" in request.query_params
+    # reveal.js's speaker view previews the deck in iframes with ?receiver: slides only.
+    receiver = "receiver" in request.query_params
     config = {
         "embed": embed,
         "printPdf": print_pdf,
@@ -49,6 +51,7 @@ def deck_page(request: Request) -> HTMLResponse:
         slides_html=render_slides(deck, env, embed=embed, print_pdf=print_pdf),
         slide_count=len(deck.slides),
         embed=embed,
+        chrome=not (embed or receiver or print_pdf),
         print_pdf=print_pdf,
         config=config,
         extra_js=[f"/static/{p}" for p in OPTIONAL_JS if (static / p).is_file()],

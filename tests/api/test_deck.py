@@ -90,7 +90,13 @@ def test_embed_variant_drops_the_top_bar_and_adds_its_buttons(client):
 def test_print_view_is_flagged_for_the_front_end(client):
     html = client.get("/?print-pdf").text
     assert deck_config(html)["printPdf"] is True
-    assert re.search(r'<html lang="en" class="deck-page print-mode">', html)
+    assert re.search(r'<html lang="en" class="deck-page chromeless print-mode">', html)
+
+
+def test_speaker_view_previews_get_slides_only(client):
+    html = client.get("/?receiver&progress=false").text
+    assert 'class="topbar"' not in html and 'id="embed-fullscreen"' not in html
+    assert "chromeless" in html
 
 
 def test_unknown_page_is_a_styled_404_with_the_path_escaped(client):

@@ -167,6 +167,9 @@ def test_top_bar_jumps_to_sections_by_mouse_and_keyboard(page, deck_url):
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Enter")
     assert current(page)["id"] == DECK.sections[0].slides[0].id
+    # The keyboard is back on the slides: Space steps forward instead of re-pressing the button.
+    page.keyboard.press("Space")
+    assert current(page)["id"] == DECK.slides[1].id
 
 
 def test_top_bar_never_covers_the_slides(page, deck_url, tmp_path):

@@ -14,7 +14,10 @@ export function start() {
   for (const button of buttons) {
     button.addEventListener('click', () => {
       const slide = document.getElementById(button.dataset.jump);
-      if (slide) goTo(slide, 0);
+      if (!slide) return;
+      goTo(slide, 0);
+      // Hand the keyboard back to the slides: a focused button would also take Space/Enter.
+      document.getElementById('deck')?.focus({ preventScroll: true });
     });
   }
   document.addEventListener('distdeck:position', (event) => {
