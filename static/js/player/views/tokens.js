@@ -54,7 +54,7 @@ export function render(svg, { frames, index, frame }) {
   const tokens = svg.append('g').attr('class', 'tokens');
   for (let r = 0; r < n; r += 1) {
     tokens.append('text').attr('class', 'lane-label').attr('x', TOKENS_X[0]).attr('y', TOP + r * band + Math.min(band, size * rows) / 2 + 5)
-      .attr('fill', rankColor(r)).text(`r${r}`);
+      .style('fill', rankColor(r)).text(`r${r}`);
   }
   tokens.selectAll('rect').data(d3.range(n * T)).join('rect')
     .attr('x', (t) => tokenAt(t).x).attr('y', (t) => tokenAt(t).y)
@@ -82,13 +82,13 @@ export function render(svg, { frames, index, frame }) {
     experts.ranks.forEach((s) => (s.extra.tokens_per_expert ?? []).forEach((c, j) => { done[s.rank * per + j] = c; }));
   }
   const maxCount = Math.max(n * cap, d3.max(wanted) ?? 0, 1);
-  const bx = d3.scaleLinear().domain([0, maxCount]).range([EXPERTS_X[0] + 52, EXPERTS_X[1] - 70]);
+  const bx = d3.scaleLinear().domain([0, maxCount]).range([EXPERTS_X[0] + 64, EXPERTS_X[1] - 70]);
   const g = svg.append('g').attr('class', 'experts');
   for (let e = 0; e < E; e += 1) {
     const owner = layout.expert_rank[e];
     const y = ey(e);
     const h = Math.max(2, eh - 3);
-    g.append('rect').attr('x', EXPERTS_X[0]).attr('y', y).attr('width', 46).attr('height', h).attr('rx', 3)
+    g.append('rect').attr('x', EXPERTS_X[0]).attr('y', y).attr('width', 58).attr('height', h).attr('rx', 3)
       .attr('fill', rankColor(owner)).attr('opacity', 0.85);
     if (eh >= 12) {
       g.append('text').attr('class', 'span-label').attr('x', EXPERTS_X[0] + 4).attr('y', y + Math.min(h, 18) - 4)
@@ -145,7 +145,7 @@ export function render(svg, { frames, index, frame }) {
         .append('title').text(`rank ${i} → rank ${j}: ${bytes(b)}${i === j ? ' (stays on the rank)' : ''}`);
       if (cell >= 34) {
         mg.append('text').attr('x', j * cell + cell / 2 - 1).attr('y', i * cell + cell / 2 + 4).attr('text-anchor', 'middle')
-          .attr('class', 'legend-label').attr('fill', b > (d3.max(m.flat()) || 1) / 2 ? '#10131a' : null).text(bytes(b));
+          .attr('class', 'legend-label').style('fill', i === j || b > (d3.max(m.flat()) || 1) / 2 ? '#e8eaed' : '#10131a').text(bytes(b));
       }
     }));
     for (let r = 0; r < n; r += 1) {

@@ -1,0 +1,164 @@
+/**
+ * The ring view (ring attention): the ranks on a ring with the Q chunks each keeps and the K/V
+ * block it holds at this step, the block transfers to the right neighbour with their bytes; the
+ * attention matrix (query chunk x key chunk) with the tiles computed so far in this pass, coloured
+ * by the rank that computed them (causally masked tiles empty, skipped ones dashed); and, per
+ * rank, this step's compute span against the K/V transfer that was in flight meanwhile.
+ */
+import { bytes, ms } from '../format.js';
+
+const H = 400;
+const RING = { cx: 190, cy: 208, r: 138 };
+const MATRIX = { x: 432, y: 44, size: 300 };
+const LANES = { x: 770, w: 182 };
+
+function tilesOfPass(frames, index, frame) {
+  // The step frames of the pass this frame belongs to, up to this one (all of it for merged/grads).
+  let pass = frame.extra?.pass;
+  const upTo = index;
+  if (frame.phase === 'merged') pass = 'forward';
+  if (frame.phase === 'grads') pass = 'backward';
+  if (!pass) return [];
+  const tiles = [];
+  frames.slice(0, upTo + 1).forEach((f) => {
+    if (f.extra?.pass !== pass) return;
+    for (const s of f.ranks) {
+      for (const t of s.extra.tiles ?? []) tiles.push({ ...t, rank: s.rank, current: f.index === index });
+    }
+  });
+  return tiles;
+}
+
+export function render(svg, { frames, index, frame }) {
+  const d3 = window.d3;
+  svg.selectAll('*').remove();
+  const layout = frames[0]?.extra ?? {};
+  if (layout.chunks == null) return;
+  const n = frame.ranks.length;
+  const color = d3.scaleOrdinal(d3.schemeTableau10).domain(d3.range(8));
+  const owner = new Map();
+  layout.chunks_of_rank.forEach((cs, r) => cs.forEach((c) => owner.set(c, r)));
+  const isStep = frame.extra?.pass != null;
+  const list = (cs) => cs.map((c) => `c${c}`).join(',');
+
+  // The ring.
+  const defs = svg.append('defs');
+  defs.append('marker').attr('id', 'ring-arrow').attr('viewBox', '0 0 10 10').attr('refX', 9).attr('refY', 5)
+    .attr('markerWidth', 7).attr('markerHeight', 7).attr('orient', 'auto')
+    .append('path').attr('d', 'M0,0L10,5L0,10z').attr('class', 'sim-arrowhead');
+  const at = (r, radius = RING.r) => {
+    const a = -Math.PI / 2 + (2 * Math.PI * r) / n;
+    return [RING.cx + radius * Math.cos(a), RING.cy + radius * Math.sin(a)];
+  };
+  const nodeR = Math.min(46, (Math.PI * RING.r) / n - 10);
+  const arrows = svg.append('g').attr('class', 'transfers');
+  const sends = d3.group(frame.transfers.filter((t) => t.dst != null), (t) => t.src);
+  for (let r = 0; r < n; r += 1) {
+    const [x1, y1] = at(r);
+    const [x2, y2] = at((r + 1) % n);
+    const len = Math.hypot(x2 - x1, y2 - y1);
+    const ux = (x2 - x1) / len;
+    const uy = (y2 - y1) / len;
+    const sent = sends.get(r) ?? [];
+    arrows.append('line').attr('class', sent.length ? 'transfer' : 'lane-rule')
+      .attr('x1', x1 + ux * (nodeR + 3)).attr('y1', y1 + uy * (nodeR + 3))
+      .attr('x2', x2 - ux * (nodeR + 3)).attr('y2', y2 - uy * (nodeR + 3))
+      .attr('marker-end', sent.length ? 'url(#ring-arrow)' : null);
+    const [lx, ly] = at(r + 0.5, n > 4 ? RING.r - nodeR - 12 : RING.r + 26); // inside the ring when it is crowded
+    sent.forEach((t, i) => {
+      arrows.append('text').attr('class', 'transfer-label').attr('x', lx).attr('y', ly + i * 14 - (sent.length - 1) * 7 + 4)
+        .attr('text-anchor', 'middle').text(n > 4 ? bytes(t.bytes) : `${t.tensor ?? t.op} ${bytes(t.bytes)}`);
+    });
+  }
+  const nodes = svg.append('g').attr('class', 'ring-nodes').selectAll('g').data(frame.ranks).join('g')
+    .attr('transform', (s) => `translate(${at(s.rank).join(',')})`);
+  nodes.append('circle').attr('r', nodeR).attr('class', 'rank-box').style('stroke', (s) => color(s.rank)).style('stroke-width', 3);
+  nodes.append('text').attr('class', 'rank-title').attr('text-anchor', 'middle').attr('y', nodeR > 36 ? -12 : 5)
+    .text((s) => `r${s.rank}`);
+  if (nodeR > 36) {
+    nodes.append('text').attr('class', 'tensor-note').attr('text-anchor', 'middle').attr('y', 5)
+      .text((s) => `Q ${list(layout.chunks_of_rank[s.rank])}`);
+    nodes.append('text').attr('class', 'tensor-note').attr('text-anchor', 'middle').attr('y', 21)
+      .style('fill', (s) => (isStep ? color(s.extra.holds) : null))
+      .text((s) => (isStep ? `KV ${list(s.extra.kv_chunks)}` : `KV ${list(layout.chunks_of_rank[s.rank])}`));
+  }
+  svg.append('text').attr('class', 'legend-label').attr('x', 8).attr('y', 18)
+    .text(isStep ? `${frame.extra.pass} step ${frame.extra.step + 1}/${frame.extra.steps}: K/V blocks move one rank right`
+      : `${layout.chunks} chunks of ${layout.chunk_len} tokens${layout.zigzag ? ', zig-zag' : ''}`);
+
+  // The attention matrix: rows = query chunks, columns = key/value chunks.
+  const C = layout.chunks;
+  const cell = MATRIX.size / C;
+  const m = svg.append('g').attr('class', 'attention').attr('transform', `translate(${MATRIX.x},${MATRIX.y})`);
+  m.append('text').attr('class', 'legend-label').attr('x', MATRIX.size / 2).attr('y', -24).attr('text-anchor', 'middle')
+    .text(`tiles: query chunk ↓ × K/V chunk →${layout.causal ? ', causal' : ''}`);
+  for (let i = 0; i < C; i += 1) {
+    for (let j = 0; j < C; j += 1) {
+      if (layout.causal && j > i) continue; // masked: never computed by anyone
+      const path = layout.causal && i === j
+        ? `M${j * cell},${i * cell}L${j * cell},${(i + 1) * cell}L${(j + 1) * cell},${(i + 1) * cell}Z`
+        : `M${j * cell},${i * cell}h${cell}v${cell}h${-cell}Z`;
+      m.append('path').attr('d', path).attr('fill', 'none').attr('stroke', 'var(--rule)');
+    }
+  }
+  for (const t of tilesOfPass(frames, index, frame)) {
+    const x = t.kv * cell;
+    const y = t.q * cell;
+    if (t.kind === 'skip') {
+      if (t.current) {
+        m.append('rect').attr('x', x + 2).attr('y', y + 2).attr('width', cell - 4).attr('height', cell - 4)
+          .attr('fill', 'none').attr('stroke', color(t.rank)).attr('stroke-dasharray', '3 3')
+          .append('title').text(`rank ${t.rank} skips q c${t.q} × kv c${t.kv}: masked entirely`);
+      }
+      continue;
+    }
+    const path = t.kind === 'diagonal'
+      ? `M${x},${y}L${x},${y + cell}L${x + cell},${y + cell}Z`
+      : `M${x},${y}h${cell}v${cell}h${-cell}Z`;
+    m.append('path').attr('d', path).attr('fill', color(t.rank)).attr('opacity', t.current ? 0.95 : 0.35)
+      .append('title').text(`rank ${t.rank}: q c${t.q} × kv c${t.kv} (${t.kind})`);
+  }
+  for (let c = 0; c < C; c += 1) {
+    m.append('text').attr('class', 'lane-label').attr('x', -6).attr('y', c * cell + cell / 2 + 4).attr('text-anchor', 'end')
+      .style('fill', color(owner.get(c))).text(cell >= 15 ? `c${c}` : '');
+    m.append('text').attr('class', 'lane-label').attr('x', c * cell + cell / 2).attr('y', -6).attr('text-anchor', 'middle')
+      .style('fill', color(owner.get(c))).text(cell >= 28 ? `c${c}` : '');
+    m.append('rect').attr('x', -4).attr('y', c * cell + 1).attr('width', 3).attr('height', cell - 2).attr('fill', color(owner.get(c)));
+  }
+
+  // Per rank, this step: the compute span and the K/V transfer in flight, on the step's own clock.
+  const spans = frame.spans.filter((s) => s.kind === 'compute');
+  const flights = frame.transfers.filter((t) => (t.tensor ?? '').startsWith('kv'));
+  const times = [...spans.flatMap((s) => [s.start, s.end]), ...flights.flatMap((t) => [t.start, t.end])];
+  const lane = (H - 70) / n;
+  const lanes = svg.append('g').attr('class', 'step-lanes').attr('transform', `translate(${LANES.x},44)`);
+  if (isStep) {
+    lanes.append('rect').attr('x', 0).attr('y', -34).attr('width', 10).attr('height', 10).attr('fill', 'var(--accent)');
+    lanes.append('text').attr('class', 'legend-label').attr('x', 14).attr('y', -25).text('compute');
+    lanes.append('rect').attr('x', 88).attr('y', -34).attr('width', 10).attr('height', 10).attr('fill', 'var(--accent-strong)');
+    lanes.append('text').attr('class', 'legend-label').attr('x', 102).attr('y', -25).text('K/V in flight');
+  }
+  if (isStep && times.length) {
+    const x = d3.scaleLinear().domain([d3.min(times), d3.max(times)]).range([0, LANES.w]);
+    for (const s of frame.ranks) {
+      const y = s.rank * lane;
+      const kinds = (s.extra.tiles ?? []).map((t) => t.kind);
+      const computed = kinds.filter((k) => k !== 'skip').length;
+      lanes.append('text').attr('class', 'tensor-note').attr('x', 0).attr('y', y + 10).style('fill', color(s.rank))
+        .text(`r${s.rank} · kv${s.extra.holds} · ${computed}/${kinds.length} tiles`);
+      const barH = Math.max(3, Math.min(8, (lane - 16) / 2));
+      for (const sp of spans.filter((q) => q.rank === s.rank)) {
+        lanes.append('rect').attr('x', x(sp.start)).attr('y', y + 14).attr('height', barH)
+          .attr('width', Math.max(1.5, x(sp.end) - x(sp.start))).attr('fill', 'var(--accent)')
+          .append('title').text(`${sp.name}: ${ms(sp.end - sp.start)}`);
+      }
+      for (const t of flights.filter((q) => q.src === s.rank)) {
+        lanes.append('rect').attr('x', x(t.start)).attr('y', y + 15 + barH).attr('height', barH)
+          .attr('width', Math.max(1.5, x(t.end) - x(t.start))).attr('fill', 'var(--accent-strong)')
+          .append('title').text(`${t.tensor} → r${t.dst}: ${bytes(t.bytes)}, ${ms(t.end - t.start)} in flight`);
+      }
+    }
+  }
+  svg.attr('data-phase', frame.phase)
+    .attr('aria-label', `Ring attention on ${n} ranks: ${frame.caption}`);
+}
