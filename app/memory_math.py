@@ -1,74 +1,39 @@
-"""The analytic memory figures the "why distributed training" slides quote.
+"""The memory figures the "why distributed training" slides quote, for Jinja (`mem` in slides).
 
-Formulas are the ones in ../shared/REFERENCE.md (ZeRO paper arXiv 1910.02054, the
-Ultra-Scale Playbook, Korthikanti et al. arXiv 2205.05198). The slides call these at
-render time so no number on them is typed by hand.
+The formulas themselves live once, in simulations.formulas (REFERENCE.md: ZeRO paper, the
+Ultra-Scale Playbook, Korthikanti et al.); this module only names what the slides need and
+formats it. The slides call these at render time, so no number on them is typed by hand.
 """
 
-from dataclasses import dataclass
 from math import ceil
 
-GB = 10**9  # the Playbook's tables and GPU spec sheets count decimal gigabytes
+from simulations import formulas
 
-# Mixed precision with Adam: bf16 params, bf16 grads, fp32 master params + momentum + variance.
-BYTES_PER_PARAM = {"params": 2, "grads": 2, "optimizer": 12}
+GB = formulas.GB  # decimal gigabytes, as spec sheets and the Playbook's tables count
 
-GPU_MEMORY_GB = {"H100": 80, "H200": 141}
+GPU_MEMORY_GB = {
+    "H100": formulas.GPU_CAPACITY["A100/H100"] // GB,
+    "H200": formulas.GPU_CAPACITY["H200"] // GB,
+}
+
+# The Playbook's memory table: model sizes (nominal Ψ) whose 16Ψ the memory-wall slide shows.
+MODEL_SIZES = {name: shape.params for name, shape in formulas.PRESETS.items()}
+
+# A Llama-2-7B shape (h 4096, 32 layers, 32 heads), for the activation figures.
+LLAMA_7B = formulas.PRESETS["7B"]
 
 
 def model_state_bytes(params: float, ranks: int = 1, zero_stage: int = 0) -> dict[str, float]:
-    """Bytes per rank for parameters, gradients and Adam states (REFERENCE.md, memory per rank).
-
-    zero_stage 0 is plain data parallel (16 bytes per parameter on every rank); stages 1, 2 and 3
-    shard the optimizer states, then the gradients, then the parameters over `ranks`.
-    """
-    if zero_stage not in (0, 1, 2, 3):
-        raise ValueError(f"zero_stage must be 0..3, got {zero_stage}")
-    sharded = {"optimizer": zero_stage >= 1, "grads": zero_stage >= 2, "params": zero_stage >= 3}
-    return {
-        role: per_param * params / (ranks if sharded[role] else 1)
-        for role, per_param in BYTES_PER_PARAM.items()
-    }
+    """Bytes per rank of bf16 params, bf16 grads and fp32 Adam states; ZeRO stage 1-3 shard them."""
+    by_role = formulas.model_state_bytes(params, "bf16", zero_stage=zero_stage, ranks=ranks)
+    return {"params": by_role["parameters"], "grads": by_role["gradients"], "optimizer": by_role["optimizer"]}
 
 
 def activation_bytes(
     seq: int, micro_batch: int, hidden: int, heads: int, layers: int, recompute: str = "none"
 ) -> float:
-    """Activation bytes of a transformer's layers in 16-bit, no tensor parallelism.
-
-    Per layer s·b·h·(34 + 5·a·s/h) without recomputation; selective recomputation drops the
-    attention-score term 5·a·s/h; full recomputation keeps only each layer's input, 2·s·b·h.
-    """
-    sbh = seq * micro_batch * hidden
-    per_layer = {
-        "none": sbh * (34 + 5 * heads * seq / hidden),
-        "selective": sbh * 34,
-        "full": 2 * sbh,
-    }[recompute]
-    return per_layer * layers
-
-
-def transformer_params(hidden: int, vocab: int, layers: int) -> int:
-    """Parameter count of a decoder-only transformer: h·v + L·(12h² + 13h) + 2h (Playbook)."""
-    return hidden * vocab + layers * (12 * hidden**2 + 13 * hidden) + 2 * hidden
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """A Llama-2-7B-like shape, used for the activation figures."""
-
-    name: str
-    params: float
-    hidden: int
-    heads: int
-    layers: int
-    vocab: int
-
-
-LLAMA_7B = ModelShape(name="7B", params=7e9, hidden=4096, heads=32, layers=32, vocab=32000)
-
-# The Playbook's memory table: model sizes whose 16Ψ the memory-wall slide shows.
-MODEL_SIZES = {"1B": 1e9, "7B": 7e9, "70B": 70e9, "405B": 405e9}
+    """Activation bytes of all layers in 16-bit, one GPU, no tensor or pipeline parallelism."""
+    return formulas.activation_bytes(seq, micro_batch, hidden, heads, layers, recompute=recompute)
 
 
 def gpus_to_hold(total_bytes: float, gpu: str = "H100") -> int:

@@ -138,11 +138,6 @@ def test_activation_formula_and_recomputation():
     assert mem.activation_bytes(4096, 1, m.hidden, m.heads, m.layers, "full") == m.layers * 2 * sbh
 
 
-def test_transformer_parameter_count_of_a_llama_7b_shape():
-    # h·v + L·(12h² + 13h) + 2h for h=4096, v=32000, L=32: about 6.6e9 (the "7B" counts the untied head too).
-    assert mem.transformer_params(4096, 32000, 32) == 6_575_235_072
-
-
 def test_gpu_counts_and_formatting():
     assert mem.gpus_to_hold(112e9, "H100") == 2
     assert mem.gpus_to_hold(6480e9, "H200") == 46
