@@ -134,7 +134,7 @@ export function render(svg, { frames, index, frame, summary }) {
   legend.append('text').attr('class', 'legend-label').attr('x', kinds.length * 150 + 24).attr('y', 1).text('bubble');
   if (info.virtual_stages > 1) {
     legend.append('text').attr('class', 'legend-label').attr('x', kinds.length * 150 + 130).attr('y', 1)
-      .text('paler box: rank\u2019s odd chunk (stage k·p + r, k odd)');
+      .text('darker box: an odd chunk (stage k·p + r, k odd)');
   }
   let line = cells.length ? `bubble so far: ${idle} of ${cells.length} rank-slots` : '';
   const fig = summary?.figures;
