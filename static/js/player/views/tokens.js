@@ -152,9 +152,13 @@ export function render(svg, { frames, index, frame }) {
       mg.append('text').attr('class', 'lane-label').attr('x', -6).attr('y', r * cell + cell / 2 + 4).attr('text-anchor', 'end').text(`r${r}`);
       mg.append('text').attr('class', 'lane-label').attr('x', r * cell + cell / 2).attr('y', -6).attr('text-anchor', 'middle').text(`r${r}`);
     }
+    // Measured beside the formula: an all-to-all of S bytes sends (N−1)/N · S off each rank if routing is uniform.
     const off = d3.sum(m.flatMap((row, i) => row.filter((_, j) => j !== i)));
-    mg.append('text').attr('class', 'legend-label').attr('x', MATRIX.size / 2).attr('y', MATRIX.size + 22).attr('text-anchor', 'middle')
+    const formula = d3.sum(m, (row) => ((n - 1) / n) * d3.sum(row));
+    mg.append('text').attr('class', 'legend-label').attr('x', MATRIX.size / 2).attr('y', MATRIX.size + 20).attr('text-anchor', 'middle')
       .text(`${bytes(off)} left their rank`);
+    mg.append('text').attr('class', 'legend-label').attr('x', MATRIX.size / 2).attr('y', MATRIX.size + 36).attr('text-anchor', 'middle')
+      .text(`(N−1)/N · S summed over ranks: ${bytes(Math.round(formula))}`);
   }
 
   const dropped = routes.reduce((acc, d) => acc + d.kept.filter((k) => !k).length, 0);
