@@ -217,6 +217,8 @@ def per_gpu_memory(psi: float, shape: ModelShape, *, precision: Precision = "bf1
     dp = gpus // (tp * pp)
     states = model_state_bytes(psi / (tp * pp), precision, zero_stage, dp, cpu_offload)
     recompute: Recompute = "full" if activation_checkpointing else "none"
+    if not shape.layers:  # a parameter count without a transformer shape: model states only
+        return {**states, "activations": 0.0}
     activations = activation_bytes(seq_len, micro_batch, shape.hidden, shape.heads, shape.layers, tp, pp, recompute)
     if precision == "fp32":
         activations *= 2

@@ -88,3 +88,59 @@ def test_per_gpu_memory_layout():
     assert checkpointed["activations"] < layered["activations"]
     with pytest.raises(ValueError, match="multiple"):
         f.per_gpu_memory(shape.params, shape, gpus=12, tp=8)
+
+
+# -- the calculator endpoint (its own app: the router alone) ---------------------------------------
+
+@pytest.fixture(scope="module")
+def client():
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from app.routers import calculator
+
+    app = FastAPI()
+    app.include_router(calculator.router)
+    return TestClient(app)
+
+
+def test_calculator_7b_zero3_on_8_gpus(client):
+    r = client.get("/api/calculator", params={"model": "7B", "precision": "bf16", "zero_stage": 3, "gpus": 8,
+                                              "tp": 1, "pp": 1, "activation_checkpointing": "false",
+                                              "seq_len": 4096, "micro_batch": 1})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["per_gpu"]["parameters"] == pytest.approx(2 * 7e9 / 8)
+    assert body["per_gpu"]["optimizer"] == pytest.approx(12 * 7e9 / 8)
+    assert body["total"] == pytest.approx(sum(body["per_gpu"].values()))
+    assert [c["name"] for c in body["capacities"]] == ["A100/H100", "H200"]
+    assert [c["bytes"] for c in body["capacities"]] == [80 * GB, 141 * GB]
+    # Checkpointing brings the 7B at 4096 tokens under 80 GB.
+    small = client.get("/api/calculator", params={"zero_stage": 3, "activation_checkpointing": "true"}).json()
+    assert small["capacities"][0]["fits"] and not body["capacities"][0]["fits"]
+
+
+def test_calculator_custom_shapes_and_parameter_counts(client):
+    shaped = client.get("/api/calculator", params={"model": "custom", "hidden": 4096, "layers": 32, "heads": 32,
+                                                   "vocab": 32000, "gpus": 1}).json()
+    assert shaped["psi"] == f.transformer_params(4096, 32, 32000)
+    # A bare Ψ (a live run's small MLP): model states only, the same numbers as the zero scenario's check.
+    bare = client.get("/api/calculator", params={"model": "custom", "psi": 1282, "precision": "fp32",
+                                                 "zero_stage": 3, "gpus": 4}).json()
+    assert bare["per_gpu"] == {**f.model_state_bytes(1282, "fp32", 3, 4), "activations": 0.0}
+
+
+@pytest.mark.parametrize("query, field", [({"zero_stage": 7}, "zero_stage"), ({"gpus": 0}, "gpus"),
+                                          ({"tp": 65}, "tp"), ({"precision": "fp8"}, "precision"),
+                                          ({"model": "13B"}, "model"), ({"bogus": 1}, "bogus")])
+def test_calculator_rejects_bad_input_naming_the_field(client, query, field):
+    r = client.get("/api/calculator", params=query)
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["query", field]
+
+
+def test_calculator_rejects_inconsistent_layouts(client):
+    r = client.get("/api/calculator", params={"gpus": 12, "tp": 8})
+    assert r.status_code == 422 and "multiple of tp·pp" in r.text
+    r = client.get("/api/calculator", params={"model": "custom", "hidden": 1024})
+    assert r.status_code == 422 and "layers" in r.text
