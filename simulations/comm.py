@@ -151,17 +151,31 @@ def _name(group) -> str:
     return _group_names.get(id(group), "group")
 
 
+
 _subgroups: dict[tuple[int, ...], dist.ProcessGroup] = {}
 
 
-def subgroup(ranks) -> dist.ProcessGroup:
-    """The process group of these global ranks, made once per process and only by its members.
+def subgroup(ranks, parent) -> dist.ProcessGroup:
+    """This rank's sub-group of `parent` (a mesh dimension's group), made once per process.
 
-    `use_local_synchronization=True` lets a mesh dimension's group be created by the ranks in it
-    alone (the pool's default world has more processes than a run uses). Its name is a hash of
-    the ranks, so a process must not create the same rank set twice: hence the cache.
+    Every rank of `parent` calls this at the same point, each with the ranks of its own
+    sub-group (global ranks, containing itself). Only members create a group
+    (`use_local_synchronization=True`), since the pool's default world has more processes than
+    a run uses. torch names such a group by hashing its ranks with the number of groups the
+    calling process already has (pytorch/pytorch#173608), and the pool's ranks belong to
+    different numbers of groups; so the ranks first agree on that number and pad up to it with
+    one-rank groups, or members would look for each other under different names and hang.
     """
+    from torch.distributed.distributed_c10d import _world  # the per-process group registry
+
     key = tuple(sorted(ranks))
-    if key not in _subgroups:
-        _subgroups[key] = dist.new_group(list(key), use_local_synchronization=True)
+    missing = key not in _subgroups
+    agree = torch.tensor([len(_world.pg_names), int(missing)])
+    dist.all_reduce(agree, op=dist.ReduceOp.MAX, group=parent)  # set-up, not part of any algorithm
+    if agree[1]:
+        me = dist.get_rank()
+        while len(_world.pg_names) < int(agree[0]):
+            dist.new_group([me], use_local_synchronization=True)
+        if missing:
+            _subgroups[key] = dist.new_group(list(key), use_local_synchronization=True)
     return _subgroups[key]
