@@ -23,7 +23,7 @@ def send(t: torch.Tensor, dst: int, group=None, *, chunk: int | None = None, nam
     tr = trace.current()
     start = tr.now()
     dist.send(t, dst=_global(dst, group), group=group)
-    tr.transfer("send", _nbytes(t), dst=dst, group=_name(group), chunk=chunk, tensor=name,
+    tr.transfer("send", _nbytes(t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
                 values=trace.values_of(t) if show_values and tr.enabled else None, start=start, end=tr.now())
 
 
@@ -45,7 +45,7 @@ def isend(t: torch.Tensor, dst: int, group=None, *, tag: int = 0, chunk: int | N
     tr = trace.current()
     start = tr.now()
     work = dist.isend(t, dst=_global(dst, group), group=group, tag=tag)
-    tr.transfer("send", _nbytes(t), dst=dst, group=_name(group), chunk=chunk, tensor=name,
+    tr.transfer("send", _nbytes(t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
                 values=trace.values_of(t) if show_values and tr.enabled else None, start=start, end=tr.now())
     return work
 
@@ -59,7 +59,7 @@ def sendrecv(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int, gro
            dist.P2POp(dist.irecv, recv_t, _global(src, group), group)]
     for req in dist.batch_isend_irecv(ops):
         req.wait()
-    tr.transfer("send", _nbytes(send_t), dst=dst, group=_name(group), chunk=chunk, tensor=name,
+    tr.transfer("send", _nbytes(send_t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
                 values=trace.values_of(send_t) if tr.enabled else None, start=start, end=tr.now())
     return recv_t
 
@@ -89,7 +89,7 @@ def sendrecv_async(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: in
     values = trace.values_of(send_t) if tr.enabled else None
 
     def record() -> None:
-        tr.transfer("send", _nbytes(send_t), dst=dst, group=_name(group), chunk=chunk, tensor=name,
+        tr.transfer("send", _nbytes(send_t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
                     values=values, start=start, end=tr.now())
 
     return PendingSendRecv(reqs, recv_t, record)
