@@ -40,8 +40,9 @@ class Params(BaseModel):
     stages: int = Field(4, ge=2, le=8, description="Pipeline stages p (ranks)")
     microbatches: int = Field(8, ge=1, le=32, description="Micro-batches m per batch")
     schedule: Schedule = Field("1f1b", description="Pipeline schedule")
-    virtual_stages: int | None = Field(None, ge=1, le=4, description="Stages per rank v (interleaved; default 2 there, 1 elsewhere)")
-    layers: int | None = Field(None, ge=2, le=32, description="Linear layers of the model (default: one per stage)")
+    # 0 = automatic, so that every field has a plain default the deck's controls can send back.
+    virtual_stages: int = Field(0, ge=0, le=4, description="Stages per rank v (0: 2 for interleaved_1f1b, else 1)")
+    layers: int = Field(0, ge=0, le=32, description="Linear layers of the model (0: one per stage)")
     width: int = Field(8, ge=2, le=64, description="Width of every layer")
     microbatch_size: int = Field(2, ge=1, le=8, description="Samples per micro-batch")
     seed: int = Field(0, ge=0, le=2**31 - 1)
