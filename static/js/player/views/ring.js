@@ -65,9 +65,12 @@ export function render(svg, { frames, index, frame }) {
       .attr('x2', x2 - ux * (nodeR + 3)).attr('y2', y2 - uy * (nodeR + 3))
       .attr('marker-end', sent.length ? 'url(#ring-arrow)' : null);
     const [lx, ly] = at(r + 0.5, n > 4 ? RING.r - nodeR - 12 : RING.r + 26); // inside the ring when it is crowded
-    sent.forEach((t, i) => {
-      arrows.append('text').attr('class', 'transfer-label').attr('x', lx).attr('y', ly + i * 14 - (sent.length - 1) * 7 + 4)
-        .attr('text-anchor', 'middle').text(n > 4 ? bytes(t.bytes) : `${t.tensor ?? t.op} ${bytes(t.bytes)}`);
+    // Crowded rings: one label per hop, the bytes that crossed it at this step.
+    const labels = n > 4 ? (sent.length ? [bytes(d3.sum(sent, (t) => t.bytes))] : [])
+      : sent.map((t) => `${t.tensor ?? t.op} ${bytes(t.bytes)}`);
+    labels.forEach((text, i) => {
+      arrows.append('text').attr('class', 'transfer-label').attr('x', lx).attr('y', ly + i * 14 - (labels.length - 1) * 7 + 4)
+        .attr('text-anchor', 'middle').text(text);
     });
   }
   const nodes = svg.append('g').attr('class', 'ring-nodes').selectAll('g').data(frame.ranks).join('g')
