@@ -57,6 +57,9 @@ class Calculator {
     try { initial = JSON.parse(root.dataset.params || '{}'); } catch { initial = {}; }
     this.form = document.createElement('form');
     this.form.className = 'calc-form';
+    // Inline layout so the widget needs no stylesheet of its own (colours come from the deck's variables).
+    Object.assign(this.form.style, { display: 'flex', flexWrap: 'wrap', gap: '0.3em 1em', fontSize: '0.45em',
+                                     alignItems: 'center' });
     this.inputs = {};
     for (const field of FIELDS) {
       const label = document.createElement('label');
@@ -69,6 +72,7 @@ class Calculator {
       } else {
         input = Object.assign(document.createElement('input'), { type: field.type });
         if (field.min != null) input.min = field.min;
+        if (field.type === 'number') input.style.width = field.name === 'psi' ? '9em' : '5.5em';
       }
       input.name = field.name;
       const start = initial[field.name] ?? field.value;
@@ -85,6 +89,8 @@ class Calculator {
     this.svg = svgEl('svg', { viewBox: '0 0 960 300', class: 'calc-chart', role: 'img',
                               'aria-label': 'Bytes per GPU by role for ZeRO stages 0 to 3' });
     this.message = Object.assign(document.createElement('p'), { className: 'calc-message' });
+    this.message.style.fontSize = '0.45em';
+    this.svg.style.fontSize = '18px';
     this.message.setAttribute('aria-live', 'polite');
     root.replaceChildren(this.form, this.svg, this.message);
     this.update();
@@ -130,7 +136,7 @@ class Calculator {
   draw(results, selected) {
     const svg = this.svg;
     svg.replaceChildren();
-    const left = 110, right = 930, top = 40, rowH = 46, gap = 12;
+    const left = 120, right = 930, top = 40, rowH = 46, gap = 12;
     const capacities = results[0].capacities;
     const maxTotal = Math.max(...results.map((r) => r.total));
     const showCapacity = maxTotal >= 1e9;
