@@ -152,10 +152,10 @@ def _name(group) -> str:
 
 
 
-_subgroups: dict[tuple[int, ...], dist.ProcessGroup] = {}
+_subgroups: dict[tuple[str, tuple[int, ...]], dist.ProcessGroup] = {}
 
 
-def subgroup(ranks, parent) -> dist.ProcessGroup:
+def subgroup(ranks, parent, tag: str = "") -> dist.ProcessGroup:
     """This rank's sub-group of `parent` (a mesh dimension's group), made once per process.
 
     Every rank of `parent` calls this at the same point, each with the ranks of its own
@@ -165,10 +165,11 @@ def subgroup(ranks, parent) -> dist.ProcessGroup:
     calling process already has (pytorch/pytorch#173608), and the pool's ranks belong to
     different numbers of groups; so the ranks first agree on that number and pad up to it with
     one-rank groups, or members would look for each other under different names and hang.
+    `tag` keeps groups of the same ranks apart (a one-rank "dp" and "pp" group), so each keeps its label.
     """
     from torch.distributed.distributed_c10d import _world  # the per-process group registry
 
-    key = tuple(sorted(ranks))
+    key = (tag, tuple(sorted(ranks)))
     missing = key not in _subgroups
     agree = torch.tensor([len(_world.pg_names), int(missing)])
     dist.all_reduce(agree, op=dist.ReduceOp.MAX, group=parent)  # set-up, not part of any algorithm
@@ -177,5 +178,5 @@ def subgroup(ranks, parent) -> dist.ProcessGroup:
         while len(_world.pg_names) < int(agree[0]):
             dist.new_group([me], use_local_synchronization=True)
         if missing:
-            _subgroups[key] = dist.new_group(list(key), use_local_synchronization=True)
+            _subgroups[key] = dist.new_group(list(key[1]), use_local_synchronization=True)
     return _subgroups[key]
