@@ -252,7 +252,7 @@ REPLICATED = ("ln1.weight", "ln1.bias", "ln2.weight", "ln2.bias", "proj.bias", "
 
 def run(ctx: RankContext, p: Params) -> dict:
     tp, rank, sp = p.tp, ctx.rank, p.sequence_parallel
-    group = comm.subgroup(range(tp), ctx.group)
+    group = comm.subgroup(range(tp), ctx.group, tag="tp")
     comm.name_group(group, "tp")
     local_heads = p.heads // tp
     show = _frames(rank, tp)
