@@ -106,3 +106,7 @@ def list_scenarios() -> None:
 
 def main() -> None:
     cli()
+
+
+if __name__ == "__main__":
+    main()

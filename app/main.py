@@ -4,17 +4,23 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app import pages
-from app.routers import deck, health
+from app.routers import calculator, deck, health, simulations
 from app.settings import Settings, get_settings
+from app.simulator import lifespan
+from simulations.runtime import RankPool
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, pool: RankPool | None = None) -> FastAPI:
+    """The app. `pool`: an already running rank pool to use (and not close), as tests share one."""
     settings = settings or get_settings()
-    app = FastAPI(title="distdeck", version="0.1.0")
+    app = FastAPI(title="distdeck", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
+    app.state.pool = pool
     pages.install(app, settings)
     app.include_router(health.router)
     app.include_router(deck.router)
+    app.include_router(simulations.router)
+    app.include_router(calculator.router)
     # StaticFiles resolves each path and refuses anything outside static_dir (no traversal).
     app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
     return app

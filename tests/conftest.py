@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Apps made in tests start no rank pool of their own unless a test asks: they share `pool`.
+os.environ.setdefault("DISTDECK_START_POOL_ON_STARTUP", "false")
 
 from simulations.runtime import RankPool, simulate
 

@@ -1,0 +1,59 @@
+"""The torchrun path: the same scenario code under torchrun writes a run file the server replays."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+from simulations.frames import RunFile
+from tests.sse import read_events
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def torchrun(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    with socket.socket() as s:  # a free port for the rendezvous: port 0 would reach the workers as 0
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
+               "-m", "simulations.record", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_torchrun_records_a_run_that_the_server_lists_and_replays(tmp_path):
+    out = tmp_path / "ddp-2.json"
+    done = torchrun("ddp", "--out", str(out), "--set", "steps=2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "all checks passed" in done.stdout
+    run = RunFile.model_validate_json(out.read_text())
+    assert run.meta.world_size == 2 and run.meta.params["steps"] == 2
+    assert run.summary.passed and len(run.frames) > 10
+    assert {s.rank for f in run.frames for s in f.spans} == {0, 1}
+
+    (tmp_path / "not-a-run.json").write_text(json.dumps({"hello": 1}))  # skipped, not fatal
+    with TestClient(create_app(Settings(runs_dir=tmp_path))) as client:
+        listed = client.get("/api/runs").json()
+        assert [r["id"] for r in listed] == ["ddp-2"]
+        assert listed[0]["passed"] and listed[0]["frames"] == len(run.frames)
+        with client.stream("GET", "/api/runs/ddp-2/frames") as response:
+            events = list(read_events(response.iter_lines()))
+        assert events[0][2]["source"] == "recorded:ddp-2.json"
+        assert [e[0] for e in events].count("frame") == len(run.frames)
+        assert events[-1][0] == "done"
+        assert client.get("/api/runs/nope/frames").status_code == 404
+
+
+def test_torchrun_with_params_for_another_world_size_exits_2_with_a_message(tmp_path):
+    done = torchrun("ddp", "--set", "world_size=5", "--out", str(tmp_path / "x.json"))
+    assert done.returncode != 0
+    assert "these params need 5 ranks, but torchrun started 2" in done.stderr
+    assert not (tmp_path / "x.json").exists()
