@@ -285,8 +285,8 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     ] + [
         Check(name=f"{dim} bytes per step match the formula", passed=buffer[dim] == formula_buffer[dim]
               and math.isclose(wire[dim], formula_wire[dim], abs_tol=1e-6),
-              measured={"buffer": buffer[dim], "wire": wire[dim]},
-              expected={"buffer": formula_buffer[dim], "wire": formula_wire[dim]}, detail=detail)
+              measured=buffer[dim], expected=formula_buffer[dim],
+              detail=f"{detail}; on the wire {wire[dim]:.0f} B (formula {formula_wire[dim]:.0f} B)")
         for dim, detail in (
             ("tp", "2 all-reduces of b·h per layer per micro-batch (1 forward, 1 backward; none backward at the "
                    "first layer, whose input needs no gradient); ring 2(t−1)/t"),

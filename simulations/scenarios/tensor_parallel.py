@@ -348,6 +348,11 @@ WIRE = {"all_reduce": lambda b, t: 2 * (t - 1) / t * b,  # ring: reduce-scatter 
         "reduce_scatter": lambda b, t: (t - 1) / t * b}  # b is the full buffer
 
 
+def _count(ops: list[tuple[str, int]]) -> str:
+    """[("all_reduce", 256), ("all_reduce", 256)] -> "2 × all_reduce 256 B"."""
+    return ", ".join(f"{ops.count(op)} × {op[0]} {op[1]} B" for op in sorted(set(ops)))
+
+
 def summarize(p: Params, results: list[dict], frames) -> Summary:
     tp, sp = p.tp, p.sequence_parallel
     ref = reference(p)
@@ -394,8 +399,8 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
               expected="≤ 1e-5", detail="weight slices placed back into the dense matrices; replicated "
               "LayerNorm/bias gradients checked on every rank"),
         Check(name="collectives per rank: " + ("all-gather + reduce-scatter" if sp else "2 all-reduces forward, 2 backward"),
-              passed=all(m == expected_ops for m in measured_ops), measured=measured_ops[0],
-              expected=expected_ops, detail=expected_text),
+              passed=all(m == expected_ops for m in measured_ops), measured=_count(measured_ops[0]),
+              expected=_count(expected_ops), detail=expected_text),
         Check(name="wire bytes per rank = 4 × 2(t−1)/t × s·b·h·4", passed=all(
               math.isclose(w, formula_wire, abs_tol=1e-9) for w in wire_per_rank),
               measured=wire_per_rank, expected=formula_wire,

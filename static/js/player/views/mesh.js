@@ -1,0 +1,186 @@
+/**
+ * The mesh view: ranks laid out as a dp × pp × tp grid, every transfer coloured by the mesh
+ * dimension it ran on (Transfer.group, set by comm.name_group).
+ *
+ * A grey box is a node: the tp ranks of one (replica, stage) sit side by side inside it, the pp
+ * stages are rows and the dp replicas columns, so tensor-parallel collectives stay inside a node
+ * while pipeline messages and data-parallel all-reduces cross between nodes. Under the grid, the
+ * bytes each dimension moved, summed from the frames' transfers: in this frame, up to this frame,
+ * and over the whole run so far received.
+ */
+import { bytes } from '../format.js';
+
+const W = 960;
+const H = 520;
+const GRID_TOP = 34;
+const GRID_BOTTOM = 400;
+const DIMS = ['tp', 'pp', 'dp'];
+const DIM_COLOR = {
+  tp: 'var(--dim-tp, #c792ea)',
+  pp: 'var(--dim-pp, #ffb454)',
+  dp: 'var(--dim-dp, #7ee07e)',
+};
+const DIM_TEXT = {
+  tp: 'tp: inside a node',
+  pp: 'pp: node to node',
+  dp: 'dp: node to node',
+};
+
+function colorOf(group) {
+  return DIM_COLOR[group] ?? 'var(--fg-muted, #9aa3b2)';
+}
+
+/** Mesh shape from the frame (the scenario says it), else a 1 × 1 × n line of ranks. */
+function shapeOf(frame) {
+  const mesh = frame.extra?.mesh;
+  if (mesh && mesh.dp * mesh.pp * mesh.tp === frame.ranks.length) return mesh;
+  return { dp: 1, pp: 1, tp: frame.ranks.length };
+}
+
+function coordOf(rank, shape) {
+  const c = rank.extra?.coord;
+  if (c) return c;
+  const r = rank.rank;
+  return { dp: Math.floor(r / (shape.tp * shape.pp)), pp: Math.floor(r / shape.tp) % shape.pp, tp: r % shape.tp };
+}
+
+function bytesByGroup(frames) {
+  const out = {};
+  for (const f of frames) for (const t of f.transfers) out[t.group] = (out[t.group] ?? 0) + t.bytes;
+  return out;
+}
+
+export function render(svg, { frame, frames, index }) {
+  const d3 = window.d3;
+  svg.selectAll('*').remove();
+  if (!frame) return;
+  const shape = shapeOf(frame);
+  const gap = 14;
+  const nodeW = (W - 20 - (shape.dp - 1) * gap) / shape.dp;
+  const nodeH = Math.min(150, (GRID_BOTTOM - GRID_TOP - (shape.pp - 1) * gap) / shape.pp);
+  const pad = 8;
+  const cellGap = 6;
+  const cellW = (nodeW - 2 * pad - (shape.tp - 1) * cellGap) / shape.tp;
+  const cellH = nodeH - 34;
+  const nodeX = (d) => 10 + d * (nodeW + gap);
+  const nodeY = (s) => GRID_TOP + s * (nodeH + gap);
+  const cell = {};
+  for (const rank of frame.ranks) {
+    const c = coordOf(rank, shape);
+    const x = nodeX(c.dp) + pad + c.tp * (cellW + cellGap);
+    const y = nodeY(c.pp) + 24;
+    cell[rank.rank] = { x, y, cx: x + cellW / 2, cy: y + cellH / 2, coord: c, rank };
+  }
+  const small = cellW < 70 || cellH < 40;
+
+  svg.append('text').attr('class', 'legend-label').attr('x', 10).attr('y', 22)
+    .text(`dp × pp × tp = ${shape.dp} × ${shape.pp} × ${shape.tp}: a node per replica and stage`);
+
+  const defs = svg.append('defs');
+  for (const dim of [...DIMS, 'other']) {
+    defs.append('marker').attr('id', `mesh-arrow-${dim}`).attr('viewBox', '0 0 10 10').attr('refX', 9)
+      .attr('refY', 5).attr('markerWidth', 6).attr('markerHeight', 6).attr('orient', 'auto-start-reverse')
+      .append('path').attr('d', 'M0,0L10,5L0,10z').attr('fill', colorOf(dim));
+  }
+
+  // Nodes, then the ranks inside them.
+  const nodes = svg.append('g').attr('class', 'mesh-nodes');
+  for (let d = 0; d < shape.dp; d += 1) {
+    for (let s = 0; s < shape.pp; s += 1) {
+      nodes.append('rect').attr('class', 'rank-box').attr('x', nodeX(d)).attr('y', nodeY(s))
+        .attr('width', nodeW).attr('height', nodeH).attr('rx', 10).attr('opacity', 0.9);
+      nodes.append('text').attr('class', 'legend-label').attr('x', nodeX(d) + pad).attr('y', nodeY(s) + 17)
+        .style('font-size', '14px')
+        .text(nodeW > 150 ? `node · replica ${d} · stage ${s}` : `d${d} s${s}`);
+    }
+  }
+  const ranks = svg.append('g').attr('class', 'mesh-ranks');
+  for (const { x, y, rank } of Object.values(cell)) {
+    const idle = rank.status === 'idle';
+    const g = ranks.append('g').attr('class', 'mesh-rank').attr('data-rank', rank.rank);
+    g.append('rect').attr('x', x).attr('y', y).attr('width', cellW).attr('height', cellH).attr('rx', 6)
+      .attr('fill', idle ? 'none' : 'var(--bg-raised, #1c2230)').attr('stroke', 'var(--rule, #3a4255)')
+      .attr('stroke-dasharray', idle ? '4 3' : null);
+    g.append('text').attr('x', x + 6).attr('y', y + 18).style('font-size', small ? '13px' : '16px')
+      .text(`r${rank.rank}`);
+    if (rank.status && cellH > 34) {
+      g.append('text').attr('x', x + 6).attr('y', y + (small ? 32 : 38)).style('font-size', small ? '12px' : '15px')
+        .attr('fill', 'var(--fg-muted, #9aa3b2)').text(rank.status.length > 14 && small ? rank.status.slice(0, 12) + '…' : rank.status);
+    }
+  }
+
+  const marks = svg.append('g').attr('class', 'mesh-transfers');
+  // Point to point (pipeline): an arrow from sender to receiver, forward on the left, backward on the right.
+  for (const t of frame.transfers.filter((tr) => tr.dst != null)) {
+    const a = cell[t.src];
+    const b = cell[t.dst];
+    if (!a || !b) continue;
+    const down = b.cy > a.cy;
+    const dx = (down ? -1 : 1) * cellW * 0.22;
+    const x1 = a.cx + dx;
+    const x2 = b.cx + dx;
+    const y1 = down ? a.y + cellH : a.y;
+    const y2 = down ? b.y : b.y + cellH;
+    const dim = DIM_COLOR[t.group] ? t.group : 'other';
+    marks.append('path').attr('class', `transfer transfer-${t.op} mesh-${dim}`)
+      .attr('d', `M${x1},${y1} L${x2},${y2}`).attr('stroke', colorOf(t.group)).attr('stroke-width', 2.5)
+      .attr('fill', 'none').attr('marker-end', `url(#mesh-arrow-${dim})`);
+    marks.append('text').attr('class', 'transfer-label').attr('x', (x1 + x2) / 2 + (down ? -4 : 4))
+      .attr('y', (y1 + y2) / 2 + 5).attr('text-anchor', down ? 'end' : 'start')
+      .style('font-size', '14px').attr('fill', colorOf(t.group)).text(bytes(t.bytes));
+  }
+
+  // Collectives: per rank and group, how many and how many bytes; drawn as the group's outline.
+  const collectives = d3.rollups(frame.transfers.filter((t) => t.dst == null),
+    (ts) => ({ n: ts.length, bytes: d3.sum(ts, (t) => t.bytes), ops: [...new Set(ts.map((t) => t.op))] }),
+    (t) => t.group, (t) => t.src);
+  for (const [group, perRank] of collectives) {
+    const members = perRank.map(([r]) => cell[r]).filter(Boolean);
+    // Members of one group instance share every coordinate except the group's own dimension.
+    const key = (c) => DIMS.filter((dim) => dim !== group).map((dim) => c.coord[dim]).join(',');
+    const instances = d3.groups(members, key);
+    const stats = new Map(perRank);
+    for (const [, cells] of instances) {
+      const x0 = d3.min(cells, (c) => c.x) - 3;
+      const x1 = d3.max(cells, (c) => c.x) + cellW + 3;
+      const y0 = d3.min(cells, (c) => c.y) - 3;
+      const y1 = d3.max(cells, (c) => c.y) + cellH + 3;
+      if (group === 'tp' || cells.length === 1 || !DIM_COLOR[group]) {
+        marks.append('rect').attr('class', `mesh-collective mesh-${group}`).attr('x', x0).attr('y', y0)
+          .attr('width', x1 - x0).attr('height', y1 - y0).attr('rx', 8).attr('fill', 'none')
+          .attr('stroke', colorOf(group)).attr('stroke-width', 3);
+      } else {  // across nodes: a line through the members' centres
+        const line = d3.line().curve(d3.curveMonotoneX);
+        marks.append('path').attr('class', `mesh-collective mesh-${group}`)
+          .attr('d', line(cells.map((c) => [c.cx, c.cy + cellH * 0.3])))
+          .attr('stroke', colorOf(group)).attr('stroke-width', 4).attr('fill', 'none').attr('opacity', 0.85);
+        for (const c of cells) {
+          marks.append('circle').attr('cx', c.cx).attr('cy', c.cy + cellH * 0.3).attr('r', 5).attr('fill', colorOf(group));
+        }
+      }
+      const s = stats.get(cells[0].rank.rank);
+      marks.append('text').attr('class', 'collective-label').attr('x', x0 + 6).attr('y', y1 - 6)
+        .style('font-size', small ? '12px' : '14px').attr('fill', colorOf(group))
+        .text(`${s.n > 1 ? `${s.n}× ` : ''}${s.ops.join('/')} ${bytes(s.bytes)}`);
+    }
+  }
+
+  // Bytes per dimension, measured from the transfers: this frame, up to here, whole run so far.
+  const now = bytesByGroup([frame]);
+  const upTo = bytesByGroup(frames.slice(0, index + 1));
+  const all = bytesByGroup(frames);
+  const groups = [...new Set([...DIMS.filter((d) => shape[d] > 1 || all[d]), ...Object.keys(all)])];
+  const legend = svg.append('g').attr('class', 'mesh-legend').attr('transform', `translate(10,${GRID_BOTTOM + 20})`);
+  legend.append('text').attr('class', 'legend-label').attr('x', 0).attr('y', 0)
+    .text('bytes handed to the ops, all ranks:  this frame · up to here · whole run');
+  groups.slice(0, 4).forEach((g, i) => {
+    const y = 26 + i * 24;
+    legend.append('rect').attr('x', 0).attr('y', y - 13).attr('width', 16).attr('height', 16).attr('rx', 3)
+      .attr('fill', colorOf(g));
+    legend.append('text').attr('class', 'legend-label').attr('x', 24).attr('y', y)
+      .attr('data-dim', g).attr('data-bytes', all[g] ?? 0)
+      .text(`${DIM_TEXT[g] ?? g}:  ${bytes(now[g] ?? 0)} · ${bytes(upTo[g] ?? 0)} · ${bytes(all[g] ?? 0)}`);
+  });
+  svg.attr('data-ranks', frame.ranks.length).attr('data-transfers', frame.transfers.length)
+    .attr('aria-label', `${shape.dp}×${shape.pp}×${shape.tp} mesh; ${frame.caption}`);
+}
