@@ -27,6 +27,7 @@ export function value(x) {
 /** A measured value from a check: numbers, lists of numbers, or text. */
 export function measured(x) {
   if (Array.isArray(x)) return `[${x.slice(0, 8).map(value).join(', ')}${x.length > 8 ? ', …' : ''}]`;
+  if (x && typeof x === 'object') return Object.entries(x).map(([k, v]) => `${k} ${measured(v)}`).join(', ');
   return value(x);
 }
 

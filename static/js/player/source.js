@@ -4,8 +4,13 @@
  * after the last frame we got; a finished run is closed so it never re-opens.
  */
 
+/** Params as a query string; a null default is left out so the server applies it (not the text "null"). */
+export function toQuery(params) {
+  return new URLSearchParams(Object.entries(params).filter(([, v]) => v != null).map(([k, v]) => [k, String(v)]));
+}
+
 export function streamRun(scenario, params, handlers) {
-  const query = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]));
+  const query = toQuery(params);
   const url = `/api/simulations/${encodeURIComponent(scenario)}/frames?${query}`;
   const source = new EventSource(url);
   const parse = (event) => JSON.parse(event.data);
@@ -26,7 +31,7 @@ export function streamRun(scenario, params, handlers) {
 
 /** A refused stream says why over plain HTTP (422 names the field and bound; 503 says busy). */
 export async function whyRefused(scenario, params) {
-  const query = new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]));
+  const query = toQuery(params);
   try {
     const response = await fetch(`/api/simulations/${encodeURIComponent(scenario)}/frames?${query}`,
       { headers: { Accept: 'application/json' } });

@@ -46,7 +46,7 @@ export function render(svg, { frame, meta }) {
     const maxTensors = Math.max(1, Math.floor((boxH - y) / 62));
     for (const tensor of rank.tensors.slice(0, maxTensors)) {
       g.append('text').attr('class', 'tensor-name').attr('x', 10).attr('y', y + 16)
-        .attr('fill', roleColor(tensor.role))
+        .style('fill', roleColor(tensor.role)) // a style, so the stylesheet's text colour does not win
         .text(`${tensor.name}${boxW > 150 ? ` [${tensor.shape.join('×')}]` : ''}`);
       g.append('text').attr('class', 'tensor-bytes').attr('x', boxW - 8).attr('y', y + 16)
         .attr('text-anchor', 'end').text(bytes(tensor.bytes));
