@@ -149,13 +149,17 @@ export function render(svg, { frame, frames, index }) {
         marks.append('rect').attr('class', `mesh-collective mesh-${group}`).attr('x', x0).attr('y', y0)
           .attr('width', x1 - x0).attr('height', y1 - y0).attr('rx', 8).attr('fill', 'none')
           .attr('stroke', colorOf(group)).attr('stroke-width', 3);
-      } else {  // across nodes: a line through the members' centres
+      } else {  // across nodes: a line through the members, one height per instance so they stay apart
+        const other = DIMS.filter((dim) => dim !== group);
+        const slot = other.reduce((acc, dim) => acc * shape[dim] + cells[0].coord[dim], 0);
+        const slots = other.reduce((acc, dim) => acc * shape[dim], 1);
+        const level = (c) => c.y + 30 + (cellH - 48) * (slots > 1 ? (slot % slots) / (slots - 1) : 0.5);
         const line = d3.line().curve(d3.curveMonotoneX);
         marks.append('path').attr('class', `mesh-collective mesh-${group}`)
-          .attr('d', line(cells.map((c) => [c.cx, c.cy + cellH * 0.3])))
+          .attr('d', line(cells.map((c) => [c.cx, level(c)])))
           .attr('stroke', colorOf(group)).attr('stroke-width', 4).attr('fill', 'none').attr('opacity', 0.85);
         for (const c of cells) {
-          marks.append('circle').attr('cx', c.cx).attr('cy', c.cy + cellH * 0.3).attr('r', 5).attr('fill', colorOf(group));
+          marks.append('circle').attr('cx', c.cx).attr('cy', level(c)).attr('r', 6).attr('fill', colorOf(group));
         }
       }
       const s = stats.get(cells[0].rank.rank);
