@@ -15,6 +15,8 @@ TRUTHY = {"1", "true", "yes", "on", ""}
 # Front-end parts other code owns (the live player); linked only once they exist.
 OPTIONAL_JS = ("js/player/index.js",)
 OPTIONAL_CSS = ("css/player.css",)
+# Loaded first on a static export's pages: answers the pages' API calls from the recorded runs.
+STATIC_SITE_JS = "js/static-site.js"
 
 
 def _settings(request: Request) -> Settings:
@@ -26,38 +28,54 @@ def _flag(request: Request, name: str) -> bool:
     return value is not None and value.strip().lower() in TRUTHY
 
 
-@router.get("/", response_class=HTMLResponse, summary="The whole deck (?embed=1 for iframes, ?print-pdf to print)")
-def deck_page(request: Request) -> HTMLResponse:
-    settings = _settings(request)
+def page_assets(settings: Settings, root: str, static_site: bool) -> dict:
+    """The optional scripts and styles, as URLs under `root` ("/" on the server, relative in an export)."""
+    static = Path(settings.static_dir)
+    return {
+        "root": root,
+        "static_site_js": f"{root}static/{STATIC_SITE_JS}" if static_site else None,
+        "extra_js": [f"{root}static/{p}" for p in OPTIONAL_JS if (static / p).is_file()],
+        "extra_css": [f"{root}static/{p}" for p in OPTIONAL_CSS if (static / p).is_file()],
+    }
+
+
+def render_deck(settings: Settings, *, embed: bool = False, print_pdf: bool = False, receiver: bool = False,
+                root: str = "/", static_site: bool = False) -> str:
+    """The deck's HTML. `root`: the site's root as the page sees it ("/" on the server; "" or "../" in a
+    static export, so that it works from any folder); `static_site`: no server, runs are recorded files."""
     slides_dir = Path(settings.slides_dir).resolve()
     env = jinja_env(slides_dir)
     deck = load_deck(slides_dir)
-    embed = _flag(request, "embed")
-    print_pdf = "print-pdf" in request.query_params
-    # reveal.js's speaker view previews the deck in iframes with ?receiver: slides only.
-    receiver = "receiver" in request.query_params
     config = {
         "embed": embed,
         "printPdf": print_pdf,
+        "root": root,
+        "staticSite": static_site,
         # Origins whose postMessage commands the deck obeys ("*" = any); replies go to the sender only.
         "postMessageOrigins": settings.postmessage_origins,
         "sections": [
             {"slug": s.slug, "title": s.title, "first": s.slides[0].id} for s in deck.sections
         ],
     }
-    static = Path(settings.static_dir)
-    html = env.get_template("deck.html.j2").render(
+    return env.get_template("deck.html.j2").render(
         deck=deck,
-        slides_html=render_slides(deck, env, embed=embed, print_pdf=print_pdf),
+        slides_html=render_slides(deck, env, embed=embed, print_pdf=print_pdf, root=root),
         slide_count=len(deck.slides),
         embed=embed,
         chrome=not (embed or receiver or print_pdf),
         print_pdf=print_pdf,
         config=config,
-        extra_js=[f"/static/{p}" for p in OPTIONAL_JS if (static / p).is_file()],
-        extra_css=[f"/static/{p}" for p in OPTIONAL_CSS if (static / p).is_file()],
+        open_href=root or "./",
+        **page_assets(settings, root, static_site),
     )
-    return HTMLResponse(html)
+
+
+@router.get("/", response_class=HTMLResponse, summary="The whole deck (?embed=1 for iframes, ?print-pdf to print)")
+def deck_page(request: Request) -> HTMLResponse:
+    # reveal.js's speaker view previews the deck in iframes with ?receiver: slides only.
+    return HTMLResponse(render_deck(_settings(request), embed=_flag(request, "embed"),
+                                    print_pdf="print-pdf" in request.query_params,
+                                    receiver="receiver" in request.query_params))
 
 
 @router.get("/slides/{slide_id}", summary="Redirect to one slide of the deck")

@@ -3,8 +3,8 @@
  * speaker notes, help, progress, scaling, print and touch), then wires our controllers:
  * steps, location (hash), top bar, announcements, embedding.
  */
-import Reveal from '/static/vendor/reveal.js/reveal.mjs';
-import RevealNotes from '/static/vendor/reveal.js/plugin/notes.mjs';
+import Reveal from '../../vendor/reveal.js/reveal.mjs';
+import RevealNotes from '../../vendor/reveal.js/plugin/notes.mjs';
 import * as steps from './steps.js';
 import * as location from './location.js';
 import * as topbar from './topbar.js';

@@ -86,7 +86,9 @@ export function startChrome() {
     else root.requestFullscreen?.().catch(() => {});
   });
   const open = document.getElementById('embed-open');
+  // The page set the link to what to open (the deck's root, or the widget's own page); keep the position.
+  const target = open ? open.href.split('#')[0] : '';
   document.addEventListener('distdeck:position', (event) => {
-    if (open) open.href = window.location.origin + '/' + hashFor(event.detail);
+    if (open) open.href = target + hashFor(event.detail);
   });
 }

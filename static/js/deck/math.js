@@ -1,5 +1,5 @@
 /** Typesets every .tex[data-tex] element with KaTeX (from npm, served from static/vendor). */
-import katex from '/static/vendor/katex/katex.mjs';
+import katex from '../../vendor/katex/katex.mjs';
 
 export function typeset(root = document) {
   for (const el of root.querySelectorAll('.tex[data-tex]')) {

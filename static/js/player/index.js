@@ -7,7 +7,7 @@ import { Player } from './player.js';
 function loadD3() {
   if (window.d3) return Promise.resolve();
   return new Promise((resolve, reject) => {
-    const script = Object.assign(document.createElement('script'), { src: '/static/vendor/d3/d3.min.js' });
+    const script = Object.assign(document.createElement('script'), { src: new URL('../../vendor/d3/d3.min.js', import.meta.url).href });
     script.onload = resolve;
     script.onerror = () => reject(new Error('d3 failed to load'));
     document.head.append(script);

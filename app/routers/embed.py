@@ -1,0 +1,120 @@
+"""One live simulation as a standalone widget, for an iframe in a blog post.
+
+GET /embed/{scenario}?<params>[&controls=world_size,bucket_kb][&views=ranks,timeline]
+
+The page is a one-slide deck in embed mode, so it behaves as the embedded deck does: a click
+takes the keyboard (with a visible focus ring), → and ← step through the run's frames, and the
+bar has full-screen and open-in-a-new-tab buttons; CSP frame-ancestors comes from the settings
+like every other page. Parameters are validated with the scenario's own pydantic model: a bad
+value is a 422 page naming the field and its bound, an unknown scenario a 404 page.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, get_args
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse
+from pydantic import ValidationError
+
+from app.routers.deck import page_assets
+from app.settings import Settings
+from app.slides import jinja_env
+from simulations import scenarios
+from simulations.frames import View
+
+router = APIRouter(tags=["embed"])
+
+VIEWS = set(get_args(View))
+# Query keys of the page itself, not of the scenario.
+PAGE_KEYS = {"controls", "views", "embed"}
+
+
+class WidgetError(ValueError):
+    """A query the widget cannot show; the message names the field and what it accepts."""
+
+
+def _names(raw: str | None) -> list[str] | None:
+    if raw is None:
+        return None
+    return [name.strip() for name in raw.split(",") if name.strip()]
+
+
+def widget_spec(scenario: scenarios.Scenario, query: dict[str, str]) -> dict[str, Any]:
+    """Query -> {params, controls, views} for the page; raises WidgetError for anything out of bounds."""
+    fields = scenario.params.model_fields
+    given = {k: v for k, v in query.items() if k not in PAGE_KEYS}
+    unknown = sorted(set(given) - set(fields))
+    if unknown:
+        raise WidgetError(f"{unknown[0]}: not a parameter of {scenario.name} (it takes {', '.join(fields)})")
+    try:
+        params = scenario.params.model_validate(given)
+    except ValidationError as exc:
+        raise WidgetError("; ".join(_describe(error) for error in exc.errors(include_url=False))) from None
+    dumped = params.model_dump(mode="json")
+    controls = _names(query.get("controls"))
+    controls = list(scenario.controls) if controls is None else controls
+    for name in controls:
+        if name not in fields:
+            raise WidgetError(f"controls: {name!r} is not a parameter of {scenario.name} (it takes {', '.join(fields)})")
+    views = _names(query.get("views")) or list(scenario.views)
+    for name in views:
+        if name not in VIEWS:
+            raise WidgetError(f"views: {name!r} is not a view (one of {', '.join(sorted(VIEWS))})")
+    return {"params": {k: dumped[k] for k in given}, "controls": controls, "views": views}
+
+
+def _describe(error: dict) -> str:
+    field = ".".join(str(part) for part in error.get("loc", ())) or "params"
+    value = error.get("input")
+    got = f" (got {value!r})" if not isinstance(value, dict) and value is not None else ""
+    return f"{field}: {error['msg']}{got}"
+
+
+def render_widget(settings: Settings, scenario: scenarios.Scenario, spec: dict[str, Any], *, root: str = "/",
+                  static_site: bool = False, open_href: str | None = None) -> str:
+    env = jinja_env(Path(settings.slides_dir).resolve())
+    config = {
+        "embed": True,
+        "printPdf": False,
+        "root": root,
+        "staticSite": static_site,
+        "postMessageOrigins": settings.postmessage_origins,
+        "sections": [],
+        "widget": {"scenario": scenario.name, **spec},
+    }
+    return env.get_template("embed.html.j2").render(
+        deck={"title": scenario.title, "sections": []},
+        scenario=scenario,
+        slides_html=[],
+        slide_count=1,
+        embed=True,
+        chrome=False,
+        print_pdf=False,
+        config=config,
+        open_href=open_href or "",
+        **spec,
+        **page_assets(settings, root, static_site),
+    )
+
+
+def _error_page(request: Request, status_code: int, heading: str, message: str) -> HTMLResponse:
+    env = jinja_env(Path(request.app.state.settings.slides_dir).resolve())
+    html = env.get_template("error.html.j2").render(status_code=status_code, heading=heading, message=message,
+                                                    path=None)
+    return HTMLResponse(html, status_code=status_code)
+
+
+@router.get("/embed/{name}", response_class=HTMLResponse, summary="One live simulation as an embeddable widget")
+def embed_widget(name: str, request: Request) -> HTMLResponse:
+    try:
+        scenario = scenarios.get(name)
+    except scenarios.UnknownScenario:
+        raise HTTPException(404, f"no scenario named {name!r}") from None
+    try:
+        spec = widget_spec(scenario, dict(request.query_params))
+    except WidgetError as exc:
+        return _error_page(request, 422, "These parameters cannot be shown", str(exc))
+    # "Open in a new tab" opens this same widget, with its parameters, as a page of its own.
+    return HTMLResponse(render_widget(request.app.state.settings, scenario, spec, open_href=str(request.url)))
