@@ -20,6 +20,7 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 from pydantic import BaseModel, Field, ValidationError
 
 from app import memory_math
+from simulations import formulas
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 SLIDE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
@@ -103,6 +104,7 @@ def jinja_env(slides_dir: Path) -> Environment:
         lstrip_blocks=True,
     )
     env.globals["mem"] = memory_math
+    env.globals["formulas"] = formulas  # simulations.formulas, for slides that compute figures at render time
     env.filters["gb"] = memory_math.gb
     return env
 
