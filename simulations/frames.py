@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 SCHEMA_VERSION = 1
 
-View = Literal["ranks", "timeline", "memory", "pipeline", "tokens", "ring", "mesh"]
+View = Literal["ranks", "timeline", "memory", "pipeline", "tokens", "ring", "mesh", "network", "losses"]
 SpanKind = Literal["compute", "comm", "idle"]
 
 
