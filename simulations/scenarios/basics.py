@@ -290,7 +290,7 @@ SCENARIO = Scenario(
     params=Params,
     run=run,
     summarize=summarize,
-    views=["ranks", "timeline"],
+    views=["network", "ranks", "timeline"],
     world_size=lambda p: 1,
     controls=["hidden", "lr", "steps"],
 )

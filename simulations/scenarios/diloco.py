@@ -348,6 +348,6 @@ SCENARIO = Scenario(
     params=Params,
     run=run,
     summarize=summarize,
-    views=["ranks", "timeline"],
+    views=["losses", "ranks", "timeline"],
     controls=["world_size", "inner_steps", "inner_optimizer"],
 )
