@@ -94,6 +94,52 @@ def simulate(
         raise typer.Exit(1)
 
 
+@cli.command("export")
+def export(
+    out: Annotated[Path, typer.Argument(help="Folder to write the static site into (created if missing).")],
+    variants: Annotated[str, typer.Option(help="grid: each live slide's default run and a small grid of its "
+                                          "controls' values; default: the default runs only.")] = "grid",
+    backend: Annotated[str, typer.Option(help="auto, gloo or nccl.")] = "auto",
+) -> None:
+    """Write the deck as a static site (any static host, any folder), with its live runs recorded."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from app.export import ExportError, export_site
+    from app.settings import Settings
+
+    if variants not in ("grid", "default"):
+        typer.echo(f"error: --variants must be grid or default, not {variants!r}", err=True)
+        raise typer.Exit(2)
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task("planning the runs", total=None)
+
+        def on_plan(to_record: int, reused: int) -> None:
+            progress.update(task, total=to_record, completed=0,
+                            description=f"recording {to_record} run(s), reusing {reused}")
+
+        def on_run(item, state: str) -> None:
+            if state == "recording":
+                progress.update(task, description=f"{item.scenario} for {item.where[0]}")
+            else:
+                progress.advance(task)
+
+        try:
+            report = export_site(out, settings=Settings(backend=backend), variants=variants,  # type: ignore[arg-type]
+                                 on_plan=on_plan, on_run=on_run)
+        except ExportError as exc:
+            progress.stop()
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from None
+    typer.echo(f"exported to {out}: {report.live_sims} live simulation(s), {report.runs} run(s) "
+               f"({len(report.recorded)} recorded, {len(report.reused)} reused)")
+    if report.skipped:
+        typer.echo(f"  {len(report.skipped)} grid variant(s) the scenarios reject were left out")
+    typer.echo(f"  open {out / 'index.html'} through any static server, e.g. python -m http.server -d {out}")
+
+
 @cli.command("scenarios")
 def list_scenarios() -> None:
     """List the scenarios and their parameters."""

@@ -15,7 +15,11 @@ function labelFor(name, field) {
   return field.description ?? name.replace(/_/g, ' ');
 }
 
-export function buildControls(container, schema, names, values, onChange) {
+/**
+ * `choices(name)`: the values a static export recorded for this control (null: any value). A
+ * number becomes a choice among them; an enum's other values are shown disabled.
+ */
+export function buildControls(container, schema, names, values, onChange, { choices = () => null } = {}) {
   container.replaceChildren();
   for (const name of names) {
     const field = fieldSchema(schema, name);
@@ -25,12 +29,17 @@ export function buildControls(container, schema, names, values, onChange) {
     caption.textContent = name.replace(/_/g, ' ');
     label.title = labelFor(name, field);
     let input;
-    if (field.enum) {
+    const recorded = field.type === 'boolean' ? null : choices(name);
+    if (field.enum || recorded) {
       input = document.createElement('select');
-      for (const option of field.enum) {
+      for (const option of field.enum ?? recorded) {
         const el = document.createElement('option');
         el.value = option;
         el.textContent = option;
+        if (recorded && !recorded.includes(option)) {
+          el.disabled = true;
+          el.textContent = `${option} (live server only)`;
+        }
         input.append(el);
       }
       input.value = values[name];

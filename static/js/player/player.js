@@ -6,7 +6,7 @@
 import { registerStepper, stepsChanged } from '../deck/steps.js';
 import { buildControls } from './controls.js';
 import { renderSummary } from './summary.js';
-import { describeScenario, streamRun, whyRefused } from './source.js';
+import { describeScenario, recordedChoices, streamRun, whyRefused } from './source.js';
 
 // Every view draws in the same 960 × 520 box, so two side by side line up.
 const VIEW_BOX = { width: 960, height: 520 };
@@ -78,7 +78,8 @@ export class Player {
         const info = await describeScenario(this.scenario);
         this.params = { ...info.defaults, ...this.params };
         buildControls(this.controlsEl, info.params_schema, this.controlNames, this.params,
-          (name, value) => this.rerun({ ...this.params, [name]: value }));
+          (name, value) => this.rerun({ ...this.params, [name]: value }),
+          { choices: (name) => recordedChoices(this.scenario, this.params, name) });
       } catch (err) {
         this.fail(`unknown scenario ${this.scenario}`);
         return;
@@ -118,6 +119,8 @@ export class Player {
       error: async (message) => {
         this.fail(message ?? await whyRefused(this.scenario, runParams));
       },
+      // A static export without this variant recorded: a plain message, not a failure.
+      unavailable: (message) => this.unavailable(message),
     });
   }
 
@@ -125,6 +128,16 @@ export class Player {
     this.status = 'error';
     this.error = message;
     this.element.classList.add('sim-failed');
+    this.updateStatus();
+    this.notify();
+  }
+
+  unavailable(message) {
+    this.status = 'unavailable';
+    this.error = message;
+    for (const svg of this.svgs.values()) svg.replaceChildren();
+    this.captionEl.textContent = '';
+    this.summaryEl.replaceChildren();
     this.updateStatus();
     this.notify();
   }
@@ -172,6 +185,7 @@ export class Player {
     const total = this.frames.length;
     let text;
     if (this.status === 'error') text = `The run failed: ${this.error}`;
+    else if (this.status === 'unavailable') text = this.error.charAt(0).toUpperCase() + this.error.slice(1);
     else if (!total) text = this.status === 'streaming' ? 'Starting the ranks…' : '';
     else text = `Frame ${this.index + 1}/${total}${this.status === 'streaming' ? ' (streaming…)' : ''}`;
     this.statusEl.textContent = text;

@@ -1,0 +1,373 @@
+"""`distdeck export DIR`: the deck as a static site, with its live slides' runs recorded.
+
+The site works from any static host and any folder of it (a Hugo or GitHub Pages sub-folder):
+every URL in its pages is relative, and the pages know they have no server (config
+`staticSite`), so the player replays recorded run files instead of streaming from the API.
+
+    DIR/index.html                    the deck
+    DIR/embed/index.html              the deck in embed mode (for an iframe)
+    DIR/embed/<scenario>/index.html   one simulation as a widget
+    DIR/static/...                    CSS, JS, vendor files
+    DIR/api/simulations.json          the scenario catalog (what GET /api/simulations answers)
+    DIR/runs/index.json               the recorded runs: scenario, params, file, source hash
+    DIR/runs/<scenario>/<id>.json     one run file each (simulations.frames.RunFile)
+
+What is recorded: for every `.live-sim` on every slide, its default run, plus (variants="grid")
+a small grid from the slide's controls and the scenario's JSON Schema, one control at a time:
+enums and booleans every value; small integer ranges (at most 8) 2, 4 and 8; other
+numbers half and double the default. Plus each widget's defaults and grid, and the runs the
+bubble plot's script asks for. Re-exporting reuses a run file whose scenario, validated params,
+and scenario source hash are unchanged. A run that errors or fails a check fails the export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from app.routers.deck import render_deck
+from app.routers.embed import render_widget, widget_spec
+from app.settings import Settings
+from app.slides import ManifestError, jinja_env, load_deck, render_slides
+from simulations import scenarios
+from simulations.frames import SCHEMA_VERSION
+
+Variants = Literal["default", "grid"]
+
+# Scripts on slides that fetch runs themselves (not through a .live-sim): the runs they ask for.
+# pp-bubble-plot's script (slides/sections/05-pipeline) plots one pipeline run per (schedule, m).
+SCRIPTED_RUNS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "pp-bubble-plot": [("pipeline", {"stages": 4, "microbatches": m, "schedule": s})
+                       for s, ms in (("gpipe", (1, 2, 4, 8, 16, 32)), ("1f1b", (4, 8, 16, 32)),
+                                     ("interleaved_1f1b", (4, 8, 16, 32)), ("zero_bubble", (4, 8, 16, 32)))
+                       for m in ms],
+}
+# Static files that are not part of the site (scratch pages start with "_").
+IGNORED_STATIC = shutil.ignore_patterns("_*", ".installed", ".DS_Store")
+ABSOLUTE_STATIC = re.compile(r"""(?P<attr>(?:src|href)=["'])/static/""")
+
+
+class ExportError(RuntimeError):
+    """The export cannot be completed; the message says which run or file and why."""
+
+
+@dataclass
+class LiveSim:
+    """One `.live-sim` placeholder on a slide."""
+
+    slide: str
+    scenario: str
+    params: dict[str, Any]
+    controls: list[str]
+
+
+@dataclass
+class Wanted:
+    """One run to have in the export, and the requests (slide params over defaults) that ask for it."""
+
+    scenario: str
+    params: BaseModel
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    where: list[str] = field(default_factory=list)  # slides / widgets that ask for it
+
+    @property
+    def id(self) -> str:
+        return run_id(self.scenario, self.params)
+
+
+@dataclass
+class ExportReport:
+    out_dir: Path
+    recorded: list[str] = field(default_factory=list)  # run ids recorded now
+    reused: list[str] = field(default_factory=list)  # run ids kept from an earlier export
+    skipped: list[str] = field(default_factory=list)  # grid variants the scenario rejects, and why
+    live_sims: int = 0
+
+    @property
+    def runs(self) -> int:
+        return len(self.recorded) + len(self.reused)
+
+
+# -- what to record ----------------------------------------------------------------------------------
+
+
+class _LiveSimParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.slide = ""
+        self.found: list[LiveSim] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "section" and "data-slide-id" in a:
+            self.slide = a["data-slide-id"]
+        if "live-sim" in a.get("class", "").split() and a.get("data-scenario"):
+            self.found.append(LiveSim(self.slide, a["data-scenario"], json.loads(a.get("data-params") or "{}"),
+                                      json.loads(a.get("data-controls") or "[]")))
+
+
+def find_live_sims(slides_html: list[str]) -> list[LiveSim]:
+    parser = _LiveSimParser()
+    for html in slides_html:
+        parser.feed(html)
+    return parser.found
+
+
+def canonical(params: BaseModel) -> str:
+    return json.dumps(params.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def run_id(scenario: str, params: BaseModel) -> str:
+    return hashlib.sha256(f"{scenario}?{canonical(params)}".encode()).hexdigest()[:16]
+
+
+def defaults(scenario: scenarios.Scenario) -> dict[str, Any]:
+    return scenario.params().model_dump(mode="json")
+
+
+def _field_schema(schema: dict, name: str) -> dict:
+    spec = schema.get("properties", {}).get(name, {})
+    ref = spec.get("$ref") or (spec.get("allOf") or [{}])[0].get("$ref")
+    if ref:
+        return {**schema.get("$defs", {}).get(ref.split("/")[-1], {}), **spec}
+    return spec
+
+
+def control_values(spec: dict, default: Any) -> list[Any]:
+    """A few values of one control, from its JSON Schema: the grid's axis for it."""
+    if "enum" in spec:
+        return list(spec["enum"])
+    kind = spec.get("type")
+    if kind == "boolean":
+        return [False, True]
+    low, high = spec.get("minimum"), spec.get("maximum")
+    inside = (lambda v: (low is None or v >= low) and (high is None or v <= high))  # noqa: E731
+    if kind == "integer" and low is not None and high is not None and high <= 8:
+        values = {v for v in (2, 4, 8) if inside(v)} | {default}
+        if high - low < 4:  # a handful of choices (ZeRO stages 0..3): every one
+            values = set(range(low, high + 1))
+        return sorted(values)
+    if kind == "integer":
+        return sorted({v for v in (default // 2, default, default * 2) if inside(v)})
+    if kind == "number":
+        return sorted({v for v in (default / 2, default, default * 2) if inside(v)})
+    return [default]
+
+
+def variant_requests(scenario: scenarios.Scenario, params: dict[str, Any], controls: list[str],
+                     variants: Variants) -> list[dict[str, Any]]:
+    """The slide's own request first, then one control changed at a time (variants="grid")."""
+    base = {**defaults(scenario), **params}
+    requests = [base]
+    if variants == "grid":
+        schema = scenario.params.model_json_schema()
+        for name in controls:
+            for value in control_values(_field_schema(schema, name), base.get(name)):
+                request = {**base, name: value}
+                if request not in requests:
+                    requests.append(request)
+    return requests
+
+
+def plan(settings: Settings, variants: Variants, pool_size: int,
+         slides_html: list[str] | None = None) -> tuple[list[Wanted], list[str], int]:
+    """(runs to have, skipped variants with why, number of live sims) for the deck and the widgets."""
+    slides_dir = Path(settings.slides_dir).resolve()
+    try:
+        deck = load_deck(slides_dir)
+    except ManifestError as exc:
+        raise ExportError(f"the deck does not load: {exc}") from None
+    if slides_html is None:
+        slides_html = render_slides(deck, jinja_env(slides_dir), embed=False, print_pdf=False, root="./")
+    sims = find_live_sims(slides_html)
+    asks: list[tuple[str, str, dict[str, Any], bool]] = []  # (where, scenario, request, is_default)
+    for sim in sims:
+        scenario = scenarios.get(sim.scenario)
+        for i, request in enumerate(variant_requests(scenario, sim.params, sim.controls, variants)):
+            asks.append((f"slide {sim.slide}", sim.scenario, request, i == 0))
+    for slide in deck.slides:
+        for name, params in SCRIPTED_RUNS.get(slide.id, []):
+            asks.append((f"slide {slide.id}", name, {**defaults(scenarios.get(name)), **params}, True))
+    used = sorted({sim.scenario for sim in sims})
+    for name in used:  # the widget pages the export writes: each scenario's defaults and its controls' grid
+        scenario = scenarios.get(name)
+        for i, request in enumerate(variant_requests(scenario, {}, list(scenario.controls), variants)):
+            asks.append((f"widget {name}", name, request, i == 0))
+
+    wanted: dict[tuple[str, str], Wanted] = {}
+    skipped: list[str] = []
+    for where, name, request, is_default in asks:
+        scenario = scenarios.get(name)
+        try:
+            params = scenario.params.model_validate(request)
+            ranks = scenario.world_size(params)
+        except ValidationError as exc:
+            if is_default:
+                raise ExportError(f"{where}: {name} rejects its own params {request}: {exc}") from None
+            skipped.append(f"{where}: {name} {_diff(scenario, request)}: {exc.errors()[0]['msg']}")
+            continue
+        if ranks > pool_size:
+            if is_default:
+                raise ExportError(f"{where}: {name} needs {ranks} ranks, the pool has {pool_size}")
+            skipped.append(f"{where}: {name} {_diff(scenario, request)}: needs {ranks} ranks")
+            continue
+        key = (name, canonical(params))
+        entry = wanted.setdefault(key, Wanted(name, params))
+        if request not in entry.requests:
+            entry.requests.append(request)
+        if where not in entry.where:
+            entry.where.append(where)
+    return list(wanted.values()), skipped, len(sims)
+
+
+def _diff(scenario: scenarios.Scenario, request: dict[str, Any]) -> str:
+    base = defaults(scenario)
+    return ", ".join(f"{k}={v}" for k, v in request.items() if base.get(k) != v) or "defaults"
+
+
+# -- reuse -------------------------------------------------------------------------------------------
+
+
+def source_hash(name: str) -> str:
+    """The scenario's module and the simulations modules it uses: a change to any re-records its runs."""
+    scenario = scenarios.get(name)
+    module = sys.modules[scenario.run.__module__]
+    files = {Path(inspect.getsourcefile(module)).resolve()}
+    for value in vars(module).values():
+        owner = value if inspect.ismodule(value) else sys.modules.get(getattr(value, "__module__", "") or "")
+        if owner is not None and owner.__name__.startswith("simulations.") and getattr(owner, "__file__", None):
+            files.add(Path(owner.__file__).resolve())
+    digest = hashlib.sha256(f"schema {SCHEMA_VERSION}\n".encode())
+    for path in sorted(files):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _read_index(path: Path) -> dict[str, dict]:
+    try:
+        index = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if index.get("schema_version") != SCHEMA_VERSION:
+        return {}
+    return {entry["id"]: entry for entry in index.get("runs", [])}
+
+
+# -- the export --------------------------------------------------------------------------------------
+
+
+def relative_urls(html: str, root: str) -> str:
+    """Slides that write src="/static/..." get it under the export's root instead of the host's."""
+    return ABSOLUTE_STATIC.sub(lambda m: f"{m['attr']}{root}static/", html)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def write_pages(settings: Settings, out: Path, used: list[str]) -> None:
+    static = Path(settings.static_dir)
+    for vendor in ("reveal.js", "katex", "d3"):
+        if not (static / "vendor" / vendor).is_dir():
+            raise ExportError(f"{static / 'vendor' / vendor} is missing: run `make install` first")
+    shutil.copytree(static, out / "static", ignore=IGNORED_STATIC, dirs_exist_ok=True)
+    _write(out / ".nojekyll", "")  # GitHub Pages: serve every file as is
+    _write(out / "index.html", relative_urls(render_deck(settings, root="./", static_site=True), "./"))
+    _write(out / "embed" / "index.html",
+           relative_urls(render_deck(settings, embed=True, root="../", static_site=True), "../"))
+    for name in used:
+        scenario = scenarios.get(name)
+        html = render_widget(settings, scenario, widget_spec(scenario, {}), root="../../", static_site=True,
+                             open_href="./")
+        _write(out / "embed" / name / "index.html", relative_urls(html, "../../"))
+    from app.routers.simulations import list_scenarios
+
+    catalog = [info.model_dump(mode="json") for info in list_scenarios()]
+    _write(out / "api" / "simulations.json", json.dumps(catalog))
+
+
+def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, variants: Variants = "grid",
+                on_plan: Callable[[int, int], None] | None = None,
+                on_run: Callable[[Wanted, str], None] | None = None) -> ExportReport:
+    """Write the static site into `out_dir`. `pool`: a started RankPool (one is started if None and
+    something needs recording). `on_plan(to_record, to_reuse)` and `on_run(wanted, "recording" | "done")`
+    report progress. Raises ExportError if a run errors or fails a check (the others are kept)."""
+    from simulations.runtime import RankPool, simulate
+
+    settings = settings or Settings()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    report = ExportReport(out)
+    pool_size = pool.size if pool is not None else settings.pool_size
+    wanted, report.skipped, report.live_sims = plan(settings, variants, pool_size)
+    index_path = out / "runs" / "index.json"
+    previous = _read_index(index_path)
+    hashes = {name: source_hash(name) for name in {w.scenario for w in wanted}}
+
+    entries: list[dict] = []
+    to_record: list[Wanted] = []
+    for item in wanted:
+        old = previous.get(item.id)
+        file = out / "runs" / item.scenario / f"{item.id}.json"
+        if old and old.get("source_hash") == hashes[item.scenario] and old.get("passed") and file.is_file():
+            entries.append({**old, "requests": item.requests, "where": item.where})
+            report.reused.append(item.id)
+        else:
+            to_record.append(item)
+    if on_plan:
+        on_plan(len(to_record), len(report.reused))
+
+    failures: list[str] = []
+    owned = None
+    if to_record and pool is None:
+        owned = pool = RankPool(size=settings.pool_size, backend=settings.backend,
+                                job_timeout_s=settings.job_timeout_s)
+        pool.start(background=False)
+    try:
+        for item in to_record:
+            if on_run:
+                on_run(item, "recording")
+            run = simulate(pool, item.scenario, item.params)
+            label = f"{item.scenario} {_diff(scenarios.get(item.scenario), item.params.model_dump(mode='json'))}"
+            if run.error is not None:
+                failures.append(f"{label} ({', '.join(item.where)}): the run failed: {run.error}")
+            elif not run.summary.passed:
+                failed = [f"{c.name} measured {c.measured}, expected {c.expected}" for c in run.summary.checks
+                          if not c.passed]
+                failures.append(f"{label} ({', '.join(item.where)}): failed its checks: {'; '.join(failed)}")
+            else:
+                file = Path("runs") / item.scenario / f"{item.id}.json"
+                _write(out / file, run.to_file().model_dump_json())
+                entries.append({"id": item.id, "scenario": item.scenario, "file": file.as_posix(),
+                                "params": item.params.model_dump(mode="json"), "requests": item.requests,
+                                "where": item.where, "source_hash": hashes[item.scenario],
+                                "frames": len(run.frames), "passed": True})
+                report.recorded.append(item.id)
+            if on_run:
+                on_run(item, "done")
+    finally:
+        if owned is not None:
+            owned.close()
+
+    entries.sort(key=lambda e: (e["scenario"], e["id"]))
+    kept = {out / e["file"] for e in entries}
+    for stale in (out / "runs").glob("*/*.json"):  # runs no slide asks for any more
+        if stale not in kept:
+            stale.unlink()
+    _write(index_path, json.dumps({"schema_version": SCHEMA_VERSION, "runs": entries}, indent=1))
+    write_pages(settings, out, sorted({w.scenario for w in wanted if any(p.startswith("widget") for p in w.where)}))
+    if failures:
+        raise ExportError(f"{len(failures)} run(s) failed, so the export is incomplete:\n  " + "\n  ".join(failures))
+    return report
