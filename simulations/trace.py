@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from simulations.frames import Frame, RankState, Span, TensorView, Transfer
+from simulations.frames import Frame
 
 MAX_VALUES = 64  # tensors up to this many elements travel with their values
 
@@ -42,20 +42,26 @@ def tensor_bytes(tensors: torch.Tensor | Iterable[torch.Tensor]) -> int:
 def values_of(t: torch.Tensor, limit: int = MAX_VALUES) -> list[float] | None:
     if t.numel() > limit:
         return None
-    return [round(float(v), 6) for v in t.detach().flatten().to(torch.float32).cpu()]
+    return [round(v, 6) for v in t.detach().flatten().to(torch.float32).cpu().tolist()]
 
+
+# On the ranks, frame parts are plain dicts (cheap to build and to pickle); the parent validates
+# each merged frame once against the schema in simulations.frames.
 
 def tensor_view(name: str, role: str, t: torch.Tensor, *, shard: tuple[int, int] | None = None,
-                note: str | None = None, limit: int = MAX_VALUES) -> TensorView:
-    return TensorView(name=name, role=role, shape=list(t.shape), bytes=t.numel() * t.element_size(),
-                      values=values_of(t, limit), shard=shard, note=note)
+                note: str | None = None, limit: int = MAX_VALUES) -> dict:
+    """A TensorView (simulations.frames) of `t`: role, shape, bytes, and its values when small."""
+    return {"name": name, "role": role, "shape": list(t.shape), "bytes": t.numel() * t.element_size(),
+            "values": values_of(t, limit), "shard": shard, "note": note}
 
 
 class Tracer:
     """One rank's recorder for one run. `sink(fragment)` receives each frame fragment as it is made."""
 
-    def __init__(self, rank: int, t0: float, sink: Callable[[dict], None] | None = None, enabled: bool = True):
+    def __init__(self, rank: int, t0: float, sink: Callable[[dict], None] | None = None, enabled: bool = True,
+                 device: torch.device | None = None):
         self.rank = rank
+        self.device = device
         self.t0 = t0
         self.sink = sink
         self.enabled = enabled
@@ -76,20 +82,20 @@ class Tracer:
         try:
             yield
         finally:
-            self._spans.append(Span(rank=self.rank, name=name, kind=kind, start=start, end=self.now(),
-                                    step=step, args=args))
+            self._spans.append({"rank": self.rank, "name": name, "kind": kind, "start": start,
+                                "end": self.now(), "step": step, "args": args})
 
     def transfer(self, op: str, nbytes: int, *, dst: int | None = None, group: str = "world",
                  chunk: int | None = None, tensor: str | None = None, values: list[float] | None = None,
                  start: float = 0.0, end: float = 0.0) -> None:
         self.sent[op] += nbytes
         if self.enabled:
-            self._transfers.append(Transfer(op=op, src=self.rank, dst=dst, bytes=nbytes, group=group, chunk=chunk,
-                                            tensor=tensor, values=values, start=start, end=end))
-            self._spans.append(Span(rank=self.rank, name=op if dst is None else f"{op}→{dst}", kind="comm",
-                                    start=start, end=end, args={"bytes": nbytes, "group": group}))
+            self._transfers.append({"op": op, "src": self.rank, "dst": dst, "bytes": nbytes, "group": group,
+                                    "chunk": chunk, "tensor": tensor, "values": values, "start": start, "end": end})
+            self._spans.append({"rank": self.rank, "name": op if dst is None else f"{op}→{dst}", "kind": "comm",
+                                "start": start, "end": end, "args": {"bytes": nbytes, "group": group}})
 
-    def frame(self, phase: str, caption: str, *, tensors: Iterable[TensorView] = (),
+    def frame(self, phase: str, caption: str, *, tensors: Iterable[dict] = (),
               memory: dict[str, int | torch.Tensor | Iterable[torch.Tensor]] | None = None,
               status: str | None = None, extra: dict[str, Any] | None = None,
               rank_extra: dict[str, Any] | None = None) -> None:
@@ -102,10 +108,13 @@ class Tracer:
             self.index += 1
             return
         measured = {role: (v if isinstance(v, int) else tensor_bytes(v)) for role, v in (memory or {}).items()}
+        rank_extra = dict(rank_extra or {})
+        if self.device is not None and self.device.type == "cuda":  # the allocator's own count, beside the roles
+            rank_extra["cuda_memory_allocated"] = torch.cuda.memory_allocated(self.device)
         fragment = {
             "index": self.index, "rank": self.rank, "phase": phase, "caption": caption,
-            "state": RankState(rank=self.rank, tensors=list(tensors), memory=measured, status=status,
-                               extra=rank_extra or {}),
+            "state": {"rank": self.rank, "tensors": list(tensors), "memory": measured, "status": status,
+                      "extra": rank_extra},
             "transfers": self._transfers, "spans": self._spans, "extra": extra or {},
         }
         self._transfers, self._spans = [], []
@@ -118,13 +127,13 @@ def merge_fragments(fragments: list[dict]) -> Frame:
     """N ranks' fragments of one story point -> one frame. Rank 0 speaks for the caption."""
     fragments = sorted(fragments, key=lambda f: f["rank"])
     lead = fragments[0]
-    return Frame(
-        index=lead["index"], phase=lead["phase"], caption=lead["caption"],
-        ranks=[f["state"] for f in fragments],
-        transfers=[t for f in fragments for t in f["transfers"]],
-        spans=[s for f in fragments for s in f["spans"]],
-        extra=lead["extra"],
-    )
+    return Frame.model_validate({
+        "index": lead["index"], "phase": lead["phase"], "caption": lead["caption"],
+        "ranks": [f["state"] for f in fragments],
+        "transfers": [t for f in fragments for t in f["transfers"]],
+        "spans": [s for f in fragments for s in f["spans"]],
+        "extra": lead["extra"],
+    })
 
 
 _untraced = Tracer(rank=0, t0=time.time(), enabled=False)

@@ -36,7 +36,7 @@ def run_on_rank(name: str, params: dict, *, rank: int, world_size: int, group, b
     if device.type == "cuda":
         torch.cuda.set_device(device)
     ctx = RankContext(rank=rank, world_size=world_size, group=group, device=device, backend=backend)
-    tracer = trace.Tracer(rank=rank, t0=t0, sink=sink, enabled=traced)
+    tracer = trace.Tracer(rank=rank, t0=t0, sink=sink, enabled=traced, device=device)
     with trace.using(tracer):
         start = time.perf_counter()
         result = scenario.run(ctx, p) or {}
