@@ -106,8 +106,9 @@ def run(ctx: RankContext, p: Params) -> dict:
         history.append({"weights": w, "grads": back["grads"], "new_weights": new_w, "loss": float(loss)})
         w = new_w
 
-    final_loss = float(mse(forward(w, x)["y_hat"], y))
-    show.trained(w, final_loss)
+    final = forward(w, x)
+    final_loss = float(mse(final["y_hat"], y))
+    show.trained(w, final, final_loss)
     return {"history": history, "final_weights": w, "final_loss": final_loss}
 
 
@@ -194,10 +195,10 @@ class _Show:
                              tensor_view("W2 (new)", "parameters", new_w["W2"]),
                              tensor_view("dL/dW2", "gradients", grads["W2"])])
 
-    def trained(self, w, final_loss):
+    def trained(self, w, acts, final_loss):
         self._frame("trained", f"After {self.p.steps} step(s) the loss went from {self.losses[0]:.5f} to "
                     f"{final_loss:.5f}. With N GPUs, each would compute these gradients on its own samples: "
-                    f"they must be averaged before the SGD step", self.p.steps, w, final_loss=final_loss,
+                    f"they must be averaged before the SGD step", self.p.steps, w, acts=acts, final_loss=final_loss,
                     tensors=[tensor_view("W1", "parameters", w["W1"]), tensor_view("W2", "parameters", w["W2"])])
 
 

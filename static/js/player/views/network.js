@@ -8,18 +8,18 @@ import { value } from '../format.js';
 
 const W = 960;
 const H = 520;
-const COLS = [70, 290, 510];
-const TOP = 64;
-const BOTTOM = 430;
-const TABLE = { x: 620, y: 40 };
+const COLS = [70, 320, 560];
+const TOP = 56;
+const BOTTOM = 440;
+const TABLE = { x: 650, y: 32 };
 
 const fmt = (v) => (v == null ? '' : (Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2)));
 
 function phaseOf(frame) {
   const p = frame.phase;
   return {
-    hidden: ['forward_hidden', 'forward_output', 'loss', 'backward_output', 'backward_hidden'].includes(p),
-    output: ['forward_output', 'loss', 'backward_output', 'backward_hidden'].includes(p),
+    hidden: ['forward_hidden', 'forward_output', 'loss', 'backward_output', 'backward_hidden', 'trained'].includes(p),
+    output: ['forward_output', 'loss', 'backward_output', 'backward_hidden', 'trained'].includes(p),
     loss: ['loss', 'backward_output', 'backward_hidden'].includes(p),
     gradLayer: p === 'backward_output' ? 2 : p === 'backward_hidden' ? 1 : p === 'sgd' ? 0 : null,
   };
@@ -36,7 +36,7 @@ export function render(svg, { frame }) {
   const sample = 0;
   const ys = (n) => d3.range(n).map((i) => TOP + ((i + 0.5) * (BOTTOM - TOP)) / n);
   const pos = [ys(nIn).map((y) => [COLS[0], y]), ys(nHid).map((y) => [COLS[1], y]), ys(nOut).map((y) => [COLS[2], y])];
-  const r = Math.min(26, (BOTTOM - TOP) / Math.max(nIn, nHid) / 2 - 4);
+  const r = Math.min(34, (BOTTOM - TOP) / Math.max(nIn, nHid) / 2 - 6);
 
   // Values shown in the neurons (first sample), and their colour scale.
   const neuronValues = [
@@ -77,12 +77,13 @@ export function render(svg, { frame }) {
   // Edge labels only when few enough to read.
   if (edges.length <= 12) {
     for (const d of edges) {
-      const n = e.layers[d.layer - 1];
-      const t = n > 1 ? 0.28 + (0.44 * d.i) / (n - 1) : 0.5;
+      // Near the end where the edges fan out (they converge on the other), so labels keep apart.
+      const t = d.layer === 1 ? 0.72 : 0.3;
       const lx = d.from[0] + r + t * (d.to[0] - d.from[0] - 2 * r);
       const ly = d.from[1] + t * (d.to[1] - d.from[1]);
-      eg.append('text').attr('class', 'tensor-note').attr('x', lx).attr('y', ly - 5).attr('text-anchor', 'middle')
-        .style('font-size', '15px').text(fmt(d.w));
+      eg.append('text').attr('class', 'tensor-note').attr('x', lx).attr('y', ly + 6).attr('text-anchor', 'middle')
+        .style('font-size', '19px').style('paint-order', 'stroke').style('stroke', 'var(--bg-raised, #181c25)')
+        .style('stroke-width', '5px').text(fmt(d.w));
     }
   }
 
@@ -96,78 +97,80 @@ export function render(svg, { frame }) {
       .attr('stroke', 'var(--rule, #2a3040)').attr('stroke-width', 2)
       .append('title').text(v == null ? 'not computed yet' : value(v));
     if (v != null) {
-      g.append('text').attr('text-anchor', 'middle').attr('y', 6).style('font-size', '17px')
+      g.append('text').attr('text-anchor', 'middle').attr('y', 7).style('font-size', `${r > 26 ? 21 : 17}px`)
         .style('fill', Math.abs(v) > vmax * 0.6 ? '#fff' : '#111').text(fmt(v));
     }
     const signal = layer === 2 ? signals.output?.[k] : layer === 1 ? signals.hidden?.[k] : null;
     if (signal != null) {
       g.append('circle').attr('r', r + 5).attr('fill', 'none').attr('stroke', 'var(--role-grads, #7ee07e)')
         .attr('stroke-width', 3);
-      g.append('text').attr('class', 'tensor-note').attr('x', layer === 2 ? 0 : 0).attr('y', -r - 10)
-        .attr('text-anchor', 'middle').style('fill', 'var(--role-grads, #7ee07e)').style('font-size', '15px')
+      g.append('text').attr('class', 'tensor-note').attr('x', 0).attr('y', -r - 11)
+        .attr('text-anchor', 'middle').style('fill', 'var(--role-grads, #7ee07e)').style('font-size', '19px')
         .text(`δ ${fmt(signal)}`);
     }
   }));
   const heads = ['x (input)', 'h = tanh(W1·x+b1)', 'ŷ = W2·h+b2'];
-  heads.forEach((t, i) => svg.append('text').attr('class', 'legend-label').attr('x', COLS[i]).attr('y', 30)
-    .attr('text-anchor', 'middle').text(t));
+  heads.forEach((t, i) => svg.append('text').attr('class', 'legend-label').attr('x', COLS[i]).attr('y', 26)
+    .attr('text-anchor', i ? 'middle' : 'start').attr('dx', i ? 0 : -r).style('font-size', '21px').text(t));
 
   // Loss box beside the output, with the target.
   if (show.output) {
     const [ox, oy] = pos[2][0];
-    svg.append('text').attr('class', 'tensor-note').attr('x', ox).attr('y', oy + r + 24).attr('text-anchor', 'middle')
-      .text(`y = ${fmt(e.y[sample])}`);
+    svg.append('text').attr('class', 'tensor-note').attr('x', ox).attr('y', oy + r + 26).attr('text-anchor', 'middle')
+      .style('font-size', '20px').text(`target y = ${fmt(e.y[sample])}`);
   }
   if (show.loss && e.loss != null) {
     const [ox, oy] = pos[2][0];
-    svg.append('text').attr('class', 'rank-title').attr('x', ox).attr('y', oy + r + 52).attr('text-anchor', 'middle')
-      .text(`L = ${value(e.loss)}`);
+    svg.append('text').attr('class', 'rank-title').attr('x', ox).attr('y', oy + r + 60).attr('text-anchor', 'middle')
+      .style('font-size', '26px').text(`L = ${value(e.loss)}`);
   }
 
   // Footer: what this frame computes, with real numbers.
-  const foot = svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', H - 46);
+  const foot = svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', H - 44).style('font-size', '22px');
   if (frame.phase === 'sgd' && e.example) {
     const ex = e.example;
     foot.attr('class', 'transfer-label')
       .text(`${ex.name} ← ${fmt4(ex.w)} − ${ex.lr}·(${fmt4(ex.g)}) = ${fmt4(ex.new)}`);
   } else if (show.gradLayer) {
-    foot.text(`edges: dL/dW${show.gradLayer === 2 ? '2' : '1, dL/dW2'} (green +, red −); δ = Σ over batch of dL/dz`);
+    foot.text(`edges: dL/dW${show.gradLayer === 2 ? '2' : '1, dL/dW2'} (green +, red −); δ = Σ over the batch of dL/dz`);
   } else {
-    foot.text(`neurons: sample 1 of ${e.batch}; edges: weights (blue +, orange −)`);
+    foot.text('edges: weights (blue +, orange −)');
   }
-  svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', H - 16)
-    .text(`step ${Math.min(e.step + 1, e.steps)}/${e.steps} · lr ${e.lr}`);
+  svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', H - 14).style('font-size', '20px')
+    .text(`step ${Math.min(e.step + 1, e.steps)}/${e.steps} · lr ${e.lr} · neurons show sample 1 of ${e.batch}`);
 
   // The batch: x, y and the prediction, every sample.
   const tb = svg.append('g').attr('transform', `translate(${TABLE.x},${TABLE.y})`);
   const cols = [...d3.range(nIn).map((i) => `x${i + 1}`), 'y', ...(show.output ? ['ŷ'] : [])];
-  const cw = Math.min(62, 320 / cols.length);
+  const cw = Math.min(72, 300 / cols.length);
   cols.forEach((c, i) => tb.append('text').attr('class', 'legend-label').attr('x', i * cw + cw - 4).attr('y', 0)
-    .attr('text-anchor', 'end').text(c));
-  const rowH = Math.min(26, 210 / e.batch);
+    .attr('text-anchor', 'end').style('font-size', '20px').text(c));
+  const rowH = Math.min(28, 220 / e.batch);
   e.x.forEach((row, s) => {
     const cells = [...row, e.y[s], ...(show.output ? [acts.y_hat[s]] : [])];
     cells.forEach((v, i) => tb.append('text').attr('class', i === nIn + 1 ? 'tensor-name' : 'tensor-note')
       .attr('x', i * cw + cw - 4).attr('y', 24 + s * rowH).attr('text-anchor', 'end')
-      .style('font-size', `${Math.min(17, rowH - 4)}px`).text(fmt(v)));
+      .style('font-size', `${Math.min(20, rowH - 5)}px`).text(fmt(v)));
   });
 
   // Loss per step so far.
   const losses = e.final_loss != null ? [...e.losses, e.final_loss] : e.losses;
   if (losses.length) {
-    const box = { x: TABLE.x + 10, y: 300, w: 300, h: 130 };
+    const box = { x: TABLE.x + 20, y: 330, w: 270, h: 110 };
     const lx = d3.scaleLinear().domain([0, Math.max(1, e.steps)]).range([box.x, box.x + box.w]);
     const ly = d3.scaleLinear().domain([0, d3.max(losses)]).nice().range([box.y + box.h, box.y]);
     const lg = svg.append('g').attr('class', 'loss-chart');
-    lg.append('text').attr('class', 'legend-label').attr('x', box.x - 10).attr('y', box.y - 14).text('loss per step');
+    lg.append('text').attr('class', 'legend-label').attr('x', box.x - 10).attr('y', box.y - 34).style('font-size', '20px').text('loss at each step');
     lg.append('g').attr('class', 'axis').attr('transform', `translate(0,${box.y + box.h})`)
       .call(d3.axisBottom(lx).ticks(Math.min(10, e.steps)).tickFormat((t) => `${t + 1}`));
     lg.append('path').attr('d', d3.line().x((_, i) => lx(i)).y((v) => ly(v))(losses))
       .attr('fill', 'none').attr('stroke', 'var(--accent, #5cc8ff)').attr('stroke-width', 2.5);
     lg.selectAll('circle').data(losses).join('circle').attr('cx', (_, i) => lx(i)).attr('cy', (v) => ly(v)).attr('r', 4)
       .attr('fill', 'var(--accent, #5cc8ff)').append('title').text((v, i) => `step ${i + 1}: ${value(v)}`);
-    lg.append('text').attr('class', 'bar-total').attr('x', lx(losses.length - 1)).attr('y', ly(losses[losses.length - 1]) - 10)
-      .attr('text-anchor', 'middle').text(value(losses[losses.length - 1]));
+    const lastX = lx(losses.length - 1);
+    lg.append('text').attr('class', 'bar-total').attr('x', lastX + (lastX > box.x + box.w - 60 ? -10 : 10))
+      .attr('y', ly(losses[losses.length - 1]) + (losses.length > 1 ? -10 : 6))
+      .attr('text-anchor', lastX > box.x + box.w - 60 ? 'end' : 'start').text(value(losses[losses.length - 1]));
   }
   svg.attr('data-phase', frame.phase).attr('aria-label', `A ${e.layers.join('–')} network: ${frame.caption}`);
 }
