@@ -66,6 +66,11 @@ def _params(scenario: scenarios.Scenario, request: Request) -> BaseModel:
 
 def _submit(request: Request, name: str, params: BaseModel) -> Run:
     simulator: Simulator = request.app.state.simulator
+    ranks, available = scenarios.get(name).world_size(params), simulator.pool.size
+    if ranks > available:  # the schema allows up to 8; this server may run a smaller pool
+        raise RequestValidationError([{
+            "type": "less_than_equal", "loc": ("query", "world_size"), "input": ranks, "ctx": {"le": available},
+            "msg": f"these params need {ranks} ranks; this server's pool has {available} (DISTDECK_POOL_SIZE)"}])
     try:
         return simulator.submit(name, params)
     except Overloaded as exc:

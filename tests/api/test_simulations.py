@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.settings import Settings
 from simulations.frames import SCHEMA_VERSION
+from simulations.runtime import RankPool
 from simulations.scenarios import ddp
 from tests.sse import read_events
 
@@ -117,3 +118,12 @@ def test_past_the_queue_bound_is_503_with_retry_after(pool):
         assert response.status_code == 503
         assert response.headers["retry-after"] == "2"
         assert "busy" in response.json()["detail"]
+
+
+def test_a_run_larger_than_the_pool_is_422_naming_the_pool_size(pool):
+    small = RankPool(size=2)  # never started: the check comes first
+    with TestClient(create_app(Settings(), pool=small)) as client:
+        response = client.get("/api/simulations/ddp/frames?world_size=4")
+    assert response.status_code == 422
+    detail = response.json()["detail"][0]
+    assert detail["loc"] == ["query", "world_size"] and "pool has 2" in detail["msg"]
