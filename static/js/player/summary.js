@@ -27,4 +27,20 @@ export function renderSummary(container, summary, meta) {
     + (t.first_frame_s != null ? ` · first frame ${ms(t.first_frame_s)}` : '')
     + (meta?.source && meta.source !== 'live' ? ` · ${meta.source}` : '');
   container.append(list, timing);
+  const figures = Object.entries(summary.figures ?? {});
+  if (figures.length) {
+    // Every measured-vs-formula figure of the run, folded away so the slide stays calm.
+    const details = document.createElement('details');
+    details.className = 'sim-figures';
+    const title = document.createElement('summary');
+    title.textContent = `All ${figures.length} measured figures`;
+    const table = document.createElement('dl');
+    for (const [name, figure] of figures) {
+      const term = Object.assign(document.createElement('dt'), { textContent: name.replace(/_/g, ' ') });
+      const value = Object.assign(document.createElement('dd'), { textContent: measured(figure) });
+      table.append(term, value);
+    }
+    details.append(title, table);
+    timing.append(' · ', details);
+  }
 }
