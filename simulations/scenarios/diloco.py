@@ -219,8 +219,8 @@ class _Show:
 
     def outer_sync(self, t, delta) -> None:
         trace.frame("outer_sync", f"Outer step {t + 1}: the only communication, one all-reduce of Δ "
-                    f"({delta.numel() * delta.element_size()} bytes per worker buffer) over the slow link; "
-                    f"DDP has all-reduced {self.p.inner_steps}× as much since the last sync",
+                    f"({delta.numel() * delta.element_size()} bytes per worker) over the slow link. So far each worker "
+                    f"all-reduced {self.bytes['diloco']} bytes; in DDP, {self.bytes['ddp']}",
                     extra=self._extra(outer=t, step=(t + 1) * self.p.inner_steps),
                     tensors=[tensor_view("Δ (mean)", "gradients", delta, limit=1024)],
                     status=f"|Δ| {float(delta.norm()):.4f}")

@@ -9,7 +9,7 @@ import { bytes, value } from '../format.js';
 const W = 960;
 const H = 520;
 const CHART = { left: 78, right: 660, top: 56, bottom: 460 };
-const BARS = { left: 720, right: 940, top: 96, bottom: 440 };
+const BARS = { left: 730, right: 950, top: 110, bottom: 440 };
 const COLORS = { diloco: 'var(--accent, #5cc8ff)', ddp: 'var(--accent-strong, #ffcf5c)' };
 
 const mean = (values) => values.reduce((a, b) => a + b, 0) / values.length;
@@ -63,9 +63,11 @@ export function render(svg, { frames, index, frame }) {
     .call(d3.axisBottom(x).ticks(Math.min(10, layout.total_steps)).tickFormat(d3.format('d')));
   svg.append('g').attr('class', 'axis').attr('transform', `translate(${CHART.left},0)`)
     .call(d3.axisLeft(y).ticks(4, '~g'));
+  svg.selectAll('.axis text').style('font-size', '22px');
   svg.append('text').attr('class', 'legend-label').attr('x', (CHART.left + CHART.right) / 2).attr('y', H - 14)
     .attr('text-anchor', 'middle').text(`inner step (H = ${layout.inner_steps} per sync)`);
-  svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', 34).text('training loss (log)');
+  svg.append('text').attr('class', 'legend-label').attr('x', CHART.left - 60).attr('y', CHART.top - 10)
+    .text('loss (log)');
 
   for (const run of ['ddp', 'diloco']) {
     const line = d3.line().x((p) => x(p.step)).y((p) => y(p[run]));
@@ -85,16 +87,16 @@ export function render(svg, { frames, index, frame }) {
 
   // Legend, with the latest values.
   const last = shown[shown.length - 1];
-  const legend = svg.append('g').attr('transform', `translate(${CHART.left + 150},20)`);
+  const legend = svg.append('g').attr('transform', `translate(${CHART.left + 40},20)`);
   [['diloco', 'DiLoCo (mean of workers)'], ['ddp', 'DDP']].forEach(([run, label], i) => {
-    const g = legend.append('g').attr('transform', `translate(${i * 270},0)`);
+    const g = legend.append('g').attr('transform', `translate(${i * 340},0)`);
     g.append('rect').attr('y', 2).attr('width', 22).attr('height', 5).attr('fill', COLORS[run]);
     g.append('text').attr('class', 'legend-label').attr('x', 30).attr('y', 11)
       .text(`${label}${last ? ` ${value(last[run])}` : ''}`);
   });
   if (evals.length) {
-    legend.append('text').attr('class', 'legend-label').attr('x', 0).attr('y', 34)
-      .text('● ■ held-out loss at each sync');
+    legend.append('text').attr('class', 'legend-label').attr('x', 240).attr('y', 40)
+      .text('dots: held-out loss at syncs');
   }
 
   // Bytes each worker has all-reduced so far: measured by the traced collectives.
@@ -106,7 +108,7 @@ export function render(svg, { frames, index, frame }) {
     .text('all-reduced per worker');
   const ratio = sent.diloco ? sent.ddp / sent.diloco : null;
   bars.append('text').attr('class', 'transfer-label').attr('x', BARS.left - 10).attr('y', BARS.top - 36)
-    .text(ratio ? `DDP / DiLoCo = ${value(ratio)}×` : 'DiLoCo: nothing yet');
+    .text(ratio ? `DDP / DiLoCo: ${value(ratio)}×` : 'DiLoCo: nothing yet');
   const bw = 70;
   [['diloco', 'DiLoCo'], ['ddp', 'DDP']].forEach(([run, label], i) => {
     const bx = BARS.left + i * (bw + 50);
@@ -121,6 +123,7 @@ export function render(svg, { frames, index, frame }) {
   bars.append('line').attr('x1', BARS.left - 10).attr('x2', BARS.right).attr('y1', BARS.bottom).attr('y2', BARS.bottom)
     .attr('stroke', 'var(--rule, #2a3040)');
 
+  svg.selectAll('.legend-label, .bar-total, .transfer-label').style('font-size', '22px');
   svg.attr('data-steps', shown.length).attr('data-syncs', syncs.length)
     .attr('aria-label', `Loss of DiLoCo and DDP over ${shown.length} steps; ${frame.caption}`);
 }
