@@ -1,0 +1,183 @@
+"""What the full-deck and widget browser tests share: the server with a live rank pool, the deck
+exported as a static site (default runs only, to keep CI short) served by a plain static file
+server from a sub-folder (/blog/deck/, as in a Hugo or GitHub Pages site), and a blog-like page
+on another origin that iframes a URL. Made once per session, whichever test file asks first."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBFOLDER = "blog/deck"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_up(url: str, process: subprocess.Popen, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{process.stdout.read()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up in {timeout_s} s")
+
+
+@dataclass
+class Sites:
+    server_url: str  # the FastAPI app, with the session's rank pool behind its live slides
+    export_url: str  # the static export, under SUBFOLDER of a plain static server
+    export_dir: Path
+
+
+_sites: Sites | None = None
+_lock = threading.Lock()
+_root: Path | None = None  # kept for the session: a second export into it reuses the recorded runs
+
+
+def sites(pool) -> Sites:
+    global _sites
+    with _lock:
+        if _sites is None:
+            _sites = _start(pool)
+        return _sites
+
+
+def _start(pool) -> Sites:
+    from app.export import export_site
+    from app.settings import Settings
+
+    global _root
+    if _root is None:
+        _root = Path(tempfile.mkdtemp(prefix="distdeck-site-"))
+        atexit.register(shutil.rmtree, _root, True)
+    root = _root
+    export_dir = root / SUBFOLDER
+    # The export first: it and the server share the pool (its job lock runs one job at a time).
+    export_site(export_dir, settings=Settings(start_pool_on_startup=False), pool=pool, variants="default")
+    server_url = _serve_app(pool)
+    export_url = _serve_static(root) + f"/{SUBFOLDER}/"
+    return Sites(server_url, export_url, export_dir)
+
+
+def _serve_app(pool) -> str:
+    """The app in a thread of this process, so it can use the session's pool (no second set of ranks)."""
+    import uvicorn
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    port = free_port()
+    app = create_app(Settings(start_pool_on_startup=False, max_queued_runs=64), pool=pool)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True, name="deck-server")
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the deck server did not start") from None
+            time.sleep(0.1)
+
+    def stop() -> None:
+        # Stop, then let the simulator finish what pages queued, so later tests get the pool to themselves.
+        server.should_exit = True
+        thread.join(30)
+        simulator = getattr(app.state, "simulator", None)
+        if simulator is not None:
+            simulator._thread.join(120)
+
+    atexit.register(stop)
+    _stoppers.append(stop)
+    return url
+
+
+def _serve_static(root: Path) -> str:
+    """`python -m http.server`: a plain static file server, nothing distdeck about it."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                                "--directory", str(root)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    wait_until_up(f"{url}/{SUBFOLDER}/index.html", process)
+
+    def stop() -> None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+    atexit.register(stop)
+    _stoppers.append(stop)
+    return url
+
+
+_stoppers: list = []
+
+
+def stop_all() -> None:
+    """Shut the servers down (idempotent); called when the session's pool is about to close."""
+    global _sites
+    while _stoppers:
+        _stoppers.pop()()
+    _sites = None
+
+
+class BlogPage:
+    """A blog-like page on another origin (127.0.0.2 is loopback too) with one iframe."""
+
+    def __init__(self, src: str, host: str = "127.0.0.2") -> None:
+        page = BLOG_PAGE.replace("SRC", src).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# The README's widget snippet, as a blog post would carry it.
+BLOG_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>A blog post</title><link rel="icon" href="data:,"></head>
+<body style="margin:0;background:#fff">
+<p>Some text of the post before the widget.</p>
+<iframe id="widget" src="SRC" title="A live simulation" width="800" height="450"
+        allow="fullscreen" loading="lazy" style="border:0"></iframe>
+</body></html>"""
