@@ -5,7 +5,7 @@ Layout (so that a new section never touches a shared file):
     slides/macros.html.j2            shared macros (tex, stepped, live, ...)
     slides/slide.html.j2             the <section> wrapper every slide extends
     slides/sections/<NN>-<slug>/
-        section.toml                 title = "...", then one [[slides]] table per slide, in order
+        section.toml                 title = "...", short = "..." (top bar), then one [[slides]] table per slide
         <slide-id>.html.j2           the slide: {% block content %} and {% block notes %}
 
 A [[slides]] table has `id` (unique in the deck, used in the URL), `title`, and optionally
@@ -43,6 +43,7 @@ class Slide(BaseModel):
 class Section(BaseModel):
     slug: str
     title: str = Field(min_length=1)
+    short: str | None = Field(None, min_length=1, max_length=16)  # the top bar's label; 14 titles do not fit
     slides: list[Slide] = Field(min_length=1)
 
 
