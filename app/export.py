@@ -16,7 +16,7 @@ What is recorded: for every `.live-sim` on every slide, its default run, plus (v
 a small grid from the slide's controls and the scenario's JSON Schema, one control at a time:
 enums and booleans every value; small integer ranges (at most 8) 2, 4 and 8; other
 numbers half and double the default. Plus each widget's defaults and grid, and the runs the
-bubble plot's script asks for. Re-exporting reuses a run file whose scenario, validated params,
+bubble plot's script asks for; past MAX_RUNS, fewer grid variants per slide. Re-exporting reuses a run file whose scenario, validated params,
 and scenario source hash are unchanged. A run that errors or fails a check fails the export.
 """
 
@@ -53,6 +53,8 @@ SCRIPTED_RUNS: dict[str, list[tuple[str, dict[str, Any]]]] = {
                                      ("interleaved_1f1b", (4, 8, 16, 32)), ("zero_bubble", (4, 8, 16, 32)))
                        for m in ms],
 }
+# Keep the export small (and `make export` a few minutes): past this, fewer grid variants per slide.
+MAX_RUNS = 150
 # Static files that are not part of the site (scratch pages start with "_").
 IGNORED_STATIC = shutil.ignore_patterns("_*", ".installed", ".DS_Store")
 ABSOLUTE_STATIC = re.compile(r"""(?P<attr>(?:src|href)=["'])/static/""")
@@ -172,17 +174,22 @@ def variant_requests(scenario: scenarios.Scenario, params: dict[str, Any], contr
     requests = [base]
     if variants == "grid":
         schema = scenario.params.model_json_schema()
-        for name in controls:
-            for value in control_values(_field_schema(schema, name), base.get(name)):
-                request = {**base, name: value}
-                if request not in requests:
-                    requests.append(request)
+        axes = [[(name, v) for v in control_values(_field_schema(schema, name), base.get(name)) if v != base.get(name)]
+                for name in controls]
+        # Round robin over the controls, so that a budget cut keeps some of every control.
+        for i in range(max((len(a) for a in axes), default=0)):
+            for axis in axes:
+                if i < len(axis):
+                    request = {**base, axis[i][0]: axis[i][1]}
+                    if request not in requests:
+                        requests.append(request)
     return requests
 
 
-def plan(settings: Settings, variants: Variants, pool_size: int,
+def plan(settings: Settings, variants: Variants, pool_size: int, budget: int = MAX_RUNS,
          slides_html: list[str] | None = None) -> tuple[list[Wanted], list[str], int]:
-    """(runs to have, skipped variants with why, number of live sims) for the deck and the widgets."""
+    """(runs to have, skipped variants with why, number of live sims) for the deck and the widgets.
+    Past `budget` runs, each live sim keeps fewer grid variants (never its default)."""
     slides_dir = Path(settings.slides_dir).resolve()
     try:
         deck = load_deck(slides_dir)
@@ -190,11 +197,23 @@ def plan(settings: Settings, variants: Variants, pool_size: int,
         raise ExportError(f"the deck does not load: {exc}") from None
     if slides_html is None:
         slides_html = render_slides(deck, jinja_env(slides_dir), embed=False, print_pdf=False, root="./")
+    cap = None
+    while True:
+        wanted, skipped, sims = _plan(deck, variants, pool_size, cap, slides_html)
+        if len(wanted) <= budget or cap == 0:
+            if cap is not None:
+                skipped.append(f"over the budget of {budget} runs: at most {cap} grid variant(s) per live simulation")
+            return wanted, skipped, sims
+        cap = 12 if cap is None else cap - 1
+
+
+def _plan(deck, variants: Variants, pool_size: int, cap: int | None,
+          slides_html: list[str]) -> tuple[list[Wanted], list[str], int]:
     sims = find_live_sims(slides_html)
     asks: list[tuple[str, str, dict[str, Any], bool]] = []  # (where, scenario, request, is_default)
     for sim in sims:
         scenario = scenarios.get(sim.scenario)
-        for i, request in enumerate(variant_requests(scenario, sim.params, sim.controls, variants)):
+        for i, request in enumerate(variant_requests(scenario, sim.params, sim.controls, variants)[:_cut(cap)]):
             asks.append((f"slide {sim.slide}", sim.scenario, request, i == 0))
     for slide in deck.slides:
         for name, params in SCRIPTED_RUNS.get(slide.id, []):
@@ -202,7 +221,7 @@ def plan(settings: Settings, variants: Variants, pool_size: int,
     used = sorted({sim.scenario for sim in sims})
     for name in used:  # the widget pages the export writes: each scenario's defaults and its controls' grid
         scenario = scenarios.get(name)
-        for i, request in enumerate(variant_requests(scenario, {}, list(scenario.controls), variants)):
+        for i, request in enumerate(variant_requests(scenario, {}, list(scenario.controls), variants)[:_cut(cap)]):
             asks.append((f"widget {name}", name, request, i == 0))
 
     wanted: dict[tuple[str, str], Wanted] = {}
@@ -229,6 +248,10 @@ def plan(settings: Settings, variants: Variants, pool_size: int,
         if where not in entry.where:
             entry.where.append(where)
     return list(wanted.values()), skipped, len(sims)
+
+
+def _cut(cap: int | None) -> int | None:
+    return None if cap is None else cap + 1  # the default, then `cap` variants
 
 
 def _diff(scenario: scenarios.Scenario, request: dict[str, Any]) -> str:

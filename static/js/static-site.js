@@ -5,6 +5,9 @@
  * Server-Sent Events text the server would have sent. Anything else under /api/ (the memory
  * calculator, a run that was not recorded) gets a 503 that says it needs the live server,
  * without a request leaving the page.
+ *
+ * A widget page (embed/<scenario>/) also takes its parameters from the query string, as the
+ * server's /embed/<scenario>?... does: embed/ddp/?world_size=2&controls=world_size.
  */
 import { NEEDS_SERVER, loadCatalog, recordedRun, siteRoot } from './player/source.js';
 
@@ -60,3 +63,24 @@ window.fetch = async (input, init) => {
   }
   return realFetch(input, init);
 };
+
+function widgetQuery() {
+  let config;
+  try { config = JSON.parse(document.getElementById('deck-config')?.textContent ?? '{}'); } catch { return; }
+  const sim = document.querySelector('.live-sim');
+  if (!config.widget || !sim || !window.location.search) return;
+  const query = new URLSearchParams(window.location.search);
+  const params = JSON.parse(sim.dataset.params || '{}');
+  const list = (text) => text.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const [key, raw] of query) {
+    if (key === 'controls') sim.dataset.controls = JSON.stringify(list(raw));
+    else if (key === 'views') sim.dataset.views = JSON.stringify(list(raw));
+    else if (key !== 'embed') {
+      params[key] = raw === 'true' ? true : raw === 'false' ? false : raw !== '' && !Number.isNaN(Number(raw)) ? Number(raw) : raw;
+    }
+  }
+  sim.dataset.params = JSON.stringify(params);
+}
+
+// Module scripts run after the document is parsed and in order: this one before the player's.
+widgetQuery();
