@@ -431,7 +431,7 @@ def train_with_fully_shard(ctx: RankContext, p: Params, micro_x, micro_y) -> tor
 # -- the single-process reference and the checks --------------------------------------------------
 
 def reference(p: Params) -> torch.Tensor:
-    """Plain single-process Adam on the whole global batch. bf16: the same mixed precision, in
+    """Plain single-process Adam on the whole global batch, with gradient accumulation. bf16: the same mixed precision, in
     one process (bf16 model and gradients, torch.optim.Adam on fp32 master copies)."""
     model = mlp(p)
     x, y = regression_batch(p.micro_batch * p.grad_accumulation * p.world_size, IN_FEATURES, OUT_FEATURES, p.seed)
@@ -439,9 +439,13 @@ def reference(p: Params) -> torch.Tensor:
     if p.precision == "bf16":
         model, x = model.to(torch.bfloat16), x.to(torch.bfloat16)
     optimizer = torch.optim.Adam(master, lr=LR, betas=BETAS, eps=EPS, foreach=False)
+    # The same micro-batches as the ranks (N shards × g accumulation steps), accumulated in one process:
+    # the mean over the global batch, with fp32 sums grouped as a single GPU accumulating would group them.
+    micro = p.world_size * p.grad_accumulation
     for _ in range(p.steps):
         model.zero_grad()
-        F.mse_loss(model(x).float(), y).backward()
+        for xb, yb in zip(x.chunk(micro), y.chunk(micro)):
+            (F.mse_loss(model(xb).float(), yb) / micro).backward()
         for q, m in zip(model.parameters(), master):
             m.grad = q.grad.float()
         optimizer.step()
