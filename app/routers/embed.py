@@ -73,7 +73,8 @@ def _describe(error: dict) -> str:
 
 
 def render_widget(settings: Settings, scenario: scenarios.Scenario, spec: dict[str, Any], *, root: str = "/",
-                  static_site: bool = False, open_href: str | None = None) -> str:
+                  static_site: bool = False, open_href: str | None = None, run_id: str | None = None) -> str:
+    """The widget page; with `run_id`, it replays that recorded run instead of starting a live one."""
     env = jinja_env(Path(settings.slides_dir).resolve())
     config = {
         "embed": True,
@@ -94,6 +95,7 @@ def render_widget(settings: Settings, scenario: scenarios.Scenario, spec: dict[s
         print_pdf=False,
         config=config,
         open_href=open_href or "",
+        run_id=run_id,
         **spec,
         **page_assets(settings, root, static_site),
     )

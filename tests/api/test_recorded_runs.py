@@ -51,6 +51,17 @@ def test_torchrun_records_a_run_that_the_server_lists_and_replays(tmp_path):
         assert events[-1][0] == "done"
         assert client.get("/api/runs/nope/frames").status_code == 404
 
+        page = client.get("/runs")  # the list a person sees
+        assert page.status_code == 200 and 'href="/runs/ddp-2"' in page.text and "all passed" in page.text
+        replay = client.get("/runs/ddp-2")  # the player, set to replay this run
+        assert replay.status_code == 200 and 'data-run="ddp-2"' in replay.text
+        assert client.get("/runs/nope").status_code == 404
+
+
+def test_the_runs_page_says_how_to_record_when_there_are_none():
+    with TestClient(create_app(Settings())) as client:
+        assert "distdeck serve --runs DIR" in client.get("/runs").text
+
 
 def test_torchrun_with_params_for_another_world_size_exits_2_with_a_message(tmp_path):
     done = torchrun("ddp", "--set", "world_size=5", "--out", str(tmp_path / "x.json"))

@@ -6,7 +6,7 @@
 import { registerStepper, stepsChanged } from '../deck/steps.js';
 import { buildControls } from './controls.js';
 import { renderSummary } from './summary.js';
-import { describeScenario, recordedChoices, streamRun, whyRefused } from './source.js';
+import { describeScenario, recordedChoices, streamRecordedRun, streamRun, whyRefused } from './source.js';
 
 // Every view draws in the same 960 × 520 box, so two side by side line up.
 const VIEW_BOX = { width: 960, height: 520 };
@@ -30,6 +30,10 @@ export class Player {
     this.viewNames = parseJson(element.dataset.views, []);
     this.controlNames = parseJson(element.dataset.controls, []);
     this.source = source;
+    if (element.dataset.run) { // a recorded run (serve --runs): replayed as recorded, nothing to change
+      this.source = (scenario, params, handlers) => streamRecordedRun(element.dataset.run, handlers);
+      this.controlNames = [];
+    }
     this.reset();
     this.build();
     const player = this;

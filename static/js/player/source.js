@@ -36,8 +36,16 @@ function apiUrl(path) {
 }
 
 function streamLive(scenario, params, handlers) {
-  const query = toQuery(params);
-  const source = new EventSource(apiUrl(`simulations/${encodeURIComponent(scenario)}/frames?${query}`));
+  return followEvents(apiUrl(`simulations/${encodeURIComponent(scenario)}/frames?${toQuery(params)}`), handlers);
+}
+
+/** A run recorded under torchrun and served by `distdeck serve --runs DIR`, replayed over the same SSE. */
+export function streamRecordedRun(runId, handlers) {
+  return followEvents(apiUrl(`runs/${encodeURIComponent(runId)}/frames`), handlers);
+}
+
+function followEvents(url, handlers) {
+  const source = new EventSource(url);
   const parse = (event) => JSON.parse(event.data);
   source.addEventListener('meta', (e) => handlers.meta(parse(e)));
   source.addEventListener('frame', (e) => handlers.frame(parse(e)));
