@@ -67,8 +67,8 @@ class Tracer:
         self.enabled = enabled
         self.index = 0
         self.sent: Counter[str] = Counter()  # op -> bytes this rank sent, over the whole run (always kept)
-        self._transfers: list[Transfer] = []
-        self._spans: list[Span] = []
+        self._transfers: list[dict] = []  # Transfer-shaped, since the last frame
+        self._spans: list[dict] = []  # Span-shaped
 
     def now(self) -> float:
         return time.time() - self.t0

@@ -7,14 +7,14 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from tests.browser.sites import OnePageSite
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -44,30 +44,9 @@ def wait_until_up(url: str, process: subprocess.Popen, timeout_s: float = 60) ->
     raise RuntimeError(f"{url} did not come up in {timeout_s} s")
 
 
-class EmbeddingSite:
+def embedding_site(host: str, deck_url: str) -> OnePageSite:
     """A blog-like page on another origin that iframes the deck and logs what it posts back."""
-
-    def __init__(self, host: str, deck_url: str) -> None:
-        page = EMBEDDING_PAGE.replace("DECK_URL", deck_url).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(page)))
-                self.end_headers()
-                self.wfile.write(page)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.origin = f"http://{host}:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    return OnePageSite(EMBEDDING_PAGE.replace("DECK_URL", deck_url), host)
 
 
 EMBEDDING_PAGE = """<!doctype html>
@@ -90,8 +69,8 @@ EMBEDDING_PAGE = """<!doctype html>
 @dataclass
 class Servers:
     deck_url: str
-    allowed_site: EmbeddingSite  # may drive the deck by postMessage (DISTDECK_POSTMESSAGE_ORIGINS)
-    other_site: EmbeddingSite  # may embed it (frame-ancestors *) but not drive it
+    allowed_site: OnePageSite  # may drive the deck by postMessage (DISTDECK_POSTMESSAGE_ORIGINS)
+    other_site: OnePageSite  # may embed it (frame-ancestors *) but not drive it
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +78,7 @@ def servers():
     port = free_port()
     deck_url = f"http://127.0.0.1:{port}"
     # 127.0.0.2 is loopback too, and a different origin from 127.0.0.1.
-    allowed, other = EmbeddingSite("127.0.0.1", deck_url), EmbeddingSite("127.0.0.2", deck_url)
+    allowed, other = embedding_site("127.0.0.1", deck_url), embedding_site("127.0.0.2", deck_url)
     env = dict(
         os.environ,
         DISTDECK_START_POOL_ON_STARTUP="false",

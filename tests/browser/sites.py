@@ -147,11 +147,11 @@ def stop_all() -> None:
     _sites = None
 
 
-class BlogPage:
-    """A blog-like page on another origin (127.0.0.2 is loopback too) with one iframe."""
+class OnePageSite:
+    """One HTML page on its own loopback origin (127.0.0.2 is loopback too): a blog that embeds the deck."""
 
-    def __init__(self, src: str, host: str = "127.0.0.2") -> None:
-        page = BLOG_PAGE.replace("SRC", src).encode()
+    def __init__(self, html: str, host: str = "127.0.0.2") -> None:
+        page = html.encode()
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
@@ -165,12 +165,18 @@ class BlogPage:
                 pass
 
         self.server = ThreadingHTTPServer((host, 0), Handler)
-        self.url = f"http://{host}:{self.server.server_address[1]}/"
+        self.origin = f"http://{host}:{self.server.server_address[1]}"
+        self.url = self.origin + "/"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def BlogPage(src: str, host: str = "127.0.0.2") -> OnePageSite:  # noqa: N802 (reads as the page it makes)
+    """The README's widget snippet in a blog post, iframing `src`."""
+    return OnePageSite(BLOG_PAGE.replace("SRC", src), host)
 
 
 # The README's widget snippet, as a blog post would carry it.
