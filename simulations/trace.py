@@ -42,7 +42,12 @@ def tensor_bytes(tensors: torch.Tensor | Iterable[torch.Tensor]) -> int:
 def values_of(t: torch.Tensor, limit: int = MAX_VALUES) -> list[float] | None:
     if t.numel() > limit:
         return None
-    return [round(v, 6) for v in t.detach().flatten().to(torch.float32).cpu().tolist()]
+    t = t.detach()
+    if t.dtype != torch.float32:  # no conversions (they cost) when the tensor is already fp32 on the CPU
+        t = t.float()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    return [round(v, 6) for v in t.reshape(-1).tolist()]
 
 
 # On the ranks, frame parts are plain dicts (cheap to build and to pickle); the parent validates

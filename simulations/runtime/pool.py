@@ -196,17 +196,19 @@ class RankPool:
             if now > deadline:
                 silent = sorted(set(range(world_size)) - results.keys() - errors.keys())
                 raise RunFailed(f"the run timed out after {timeout_s:g} s; rank(s) {silent} never finished")
-            for rank, proc in enumerate(ranks.processes):
-                if not proc.is_alive():
-                    raise RunFailed(f"rank {rank} died (exit code {proc.exitcode})")
             try:
                 kind, ev_job, rank, payload = ranks.events.get(timeout=0.05)
             except queue.Empty:
+                # Quiet for 50 ms: is everyone still alive? (Checked when quiet, not per event: it costs.)
+                for rank, proc in enumerate(ranks.processes):
+                    if not proc.is_alive():
+                        raise RunFailed(f"rank {rank} died (exit code {proc.exitcode})")
                 continue
             if ev_job != job_id:
                 continue  # a straggler of an earlier job
-            if kind == "frame":
-                on_fragment(payload)
+            if kind == "frames":
+                for fragment in payload:
+                    on_fragment(fragment)
             elif kind == "result":
                 results[rank] = payload
             elif kind == "error":
