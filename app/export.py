@@ -45,14 +45,6 @@ from simulations.frames import SCHEMA_VERSION
 
 Variants = Literal["default", "grid"]
 
-# Scripts on slides that fetch runs themselves (not through a .live-sim): the runs they ask for.
-# pp-bubble-plot's script (slides/sections/05-pipeline) plots one pipeline run per (schedule, m).
-SCRIPTED_RUNS: dict[str, list[tuple[str, dict[str, Any]]]] = {
-    "pp-bubble-plot": [("pipeline", {"stages": 4, "microbatches": m, "schedule": s})
-                       for s, ms in (("gpipe", (1, 2, 4, 8, 16, 32)), ("1f1b", (4, 8, 16, 32)),
-                                     ("interleaved_1f1b", (4, 8, 16, 32)), ("zero_bubble", (4, 8, 16, 32)))
-                       for m in ms],
-}
 # Keep the export small (and `make export` a few minutes): past this, fewer grid variants per slide.
 MAX_RUNS = 150
 # Static files that are not part of the site (scratch pages start with "_").
@@ -109,6 +101,7 @@ class _LiveSimParser(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.slide = ""
         self.found: list[LiveSim] = []
+        self.scripted: list[tuple[str, str, dict[str, Any]]] = []  # (slide, scenario, params)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = {k: v or "" for k, v in attrs}
@@ -117,13 +110,24 @@ class _LiveSimParser(HTMLParser):
         if "live-sim" in a.get("class", "").split() and a.get("data-scenario"):
             self.found.append(LiveSim(self.slide, a["data-scenario"], json.loads(a.get("data-params") or "{}"),
                                       json.loads(a.get("data-controls") or "[]")))
+        if a.get("data-runs"):  # a slide script that fetches runs itself declares them: [{scenario, params}]
+            self.scripted.extend((self.slide, run["scenario"], run["params"]) for run in json.loads(a["data-runs"]))
 
 
-def find_live_sims(slides_html: list[str]) -> list[LiveSim]:
+def _parse(slides_html: list[str]) -> _LiveSimParser:
     parser = _LiveSimParser()
     for html in slides_html:
         parser.feed(html)
-    return parser.found
+    return parser
+
+
+def find_live_sims(slides_html: list[str]) -> list[LiveSim]:
+    return _parse(slides_html).found
+
+
+def find_scripted_runs(slides_html: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """Runs that slide scripts fetch themselves, declared in `data-runs` attributes."""
+    return _parse(slides_html).scripted
 
 
 def canonical(params: BaseModel) -> str:
@@ -215,9 +219,8 @@ def _plan(deck, variants: Variants, pool_size: int, cap: int | None,
         scenario = scenarios.get(sim.scenario)
         for i, request in enumerate(variant_requests(scenario, sim.params, sim.controls, variants)[:_cut(cap)]):
             asks.append((f"slide {sim.slide}", sim.scenario, request, i == 0))
-    for slide in deck.slides:
-        for name, params in SCRIPTED_RUNS.get(slide.id, []):
-            asks.append((f"slide {slide.id}", name, {**defaults(scenarios.get(name)), **params}, True))
+    for slide, name, params in find_scripted_runs(slides_html):
+        asks.append((f"slide {slide}", name, {**defaults(scenarios.get(name)), **params}, True))
     used = sorted({sim.scenario for sim in sims})
     for name in used:  # the widget pages the export writes: each scenario's defaults and its controls' grid
         scenario = scenarios.get(name)
