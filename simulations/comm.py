@@ -23,8 +23,7 @@ def send(t: torch.Tensor, dst: int, group=None, *, chunk: int | None = None, nam
     tr = trace.current()
     start = tr.now()
     dist.send(t, dst=_global(dst, group), group=group)
-    tr.transfer("send", _nbytes(t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
-                values=trace.values_of(t) if show_values and tr.enabled else None, start=start, end=tr.now())
+    _record_send(tr, t, dst, group, chunk, name, _values(tr, t, show_values), start)
 
 
 def recv(t: torch.Tensor, src: int, group=None, *, tag: int = 0) -> torch.Tensor:
@@ -45,23 +44,14 @@ def isend(t: torch.Tensor, dst: int, group=None, *, tag: int = 0, chunk: int | N
     tr = trace.current()
     start = tr.now()
     work = dist.isend(t, dst=_global(dst, group), group=group, tag=tag)
-    tr.transfer("send", _nbytes(t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
-                values=trace.values_of(t) if show_values and tr.enabled else None, start=start, end=tr.now())
+    _record_send(tr, t, dst, group, chunk, name, _values(tr, t, show_values), start)
     return work
 
 
 def sendrecv(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int, group=None, *,
              chunk: int | None = None, name: str | None = None) -> torch.Tensor:
     """Send to one peer while receiving from another (a ring step); both in flight at once, so no deadlock."""
-    tr = trace.current()
-    start = tr.now()
-    ops = [dist.P2POp(dist.isend, send_t, _global(dst, group), group),
-           dist.P2POp(dist.irecv, recv_t, _global(src, group), group)]
-    for req in dist.batch_isend_irecv(ops):
-        req.wait()
-    tr.transfer("send", _nbytes(send_t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
-                values=trace.values_of(send_t) if tr.enabled else None, start=start, end=tr.now())
-    return recv_t
+    return sendrecv_async(send_t, dst, recv_t, src, group, chunk=chunk, name=name).wait()
 
 
 class PendingSendRecv:
@@ -86,13 +76,23 @@ def sendrecv_async(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: in
     ops = [dist.P2POp(dist.isend, send_t, _global(dst, group), group),
            dist.P2POp(dist.irecv, recv_t, _global(src, group), group)]
     reqs = dist.batch_isend_irecv(ops)
-    values = trace.values_of(send_t) if tr.enabled else None
+    values = _values(tr, send_t, True)
 
     def record() -> None:
-        tr.transfer("send", _nbytes(send_t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
-                    values=values, start=start, end=tr.now())
+        _record_send(tr, send_t, dst, group, chunk, name, values, start)
 
     return PendingSendRecv(reqs, recv_t, record)
+
+
+def _values(tr: trace.Tracer, t: torch.Tensor, show: bool) -> list[float] | None:
+    return trace.values_of(t) if show and tr.enabled else None
+
+
+def _record_send(tr: trace.Tracer, t: torch.Tensor, dst: int, group, chunk: int | None, name: str | None,
+                 values: list[float] | None, start: float) -> None:
+    """One message as a transfer: its bytes, its destination as a global rank, its payload when small."""
+    tr.transfer("send", _nbytes(t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
+                values=values, start=start, end=tr.now())
 
 
 def _collective(op: str, t_in: torch.Tensor, group, fn) -> None:
