@@ -67,6 +67,18 @@ Show = Callable[[str, str, torch.Tensor], None] | None  # (phase, caption, resul
 # Each is an autograd.Function whose forward and backward are conjugate collectives on the TP group.
 # `show`, when given, draws a frame right after the collective (the 3D scenario passes None).
 
+def gather_sequence(shard: torch.Tensor, group, tp: int) -> torch.Tensor:
+    """All-gather the tp sequence shards (dim 0) into the full sequence."""
+    full = shard.new_empty((shard.shape[0] * tp, *shard.shape[1:]))
+    return comm.all_gather_into_tensor(full, shard.contiguous(), group=group)
+
+
+def scatter_sequence(full: torch.Tensor, group, tp: int) -> torch.Tensor:
+    """Reduce-scatter along the sequence (dim 0): the sum over ranks, each keeping its own positions."""
+    shard = full.new_empty((full.shape[0] // tp, *full.shape[1:]))
+    return comm.reduce_scatter_tensor(shard, full.contiguous(), group=group)
+
+
 class CopyToTP(torch.autograd.Function):
     """f: identity forward; all-reduce of the input gradient backward."""
 
@@ -106,16 +118,14 @@ class GatherFromSP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, shard, group, tp: int, show: Show = None):
         ctx.group, ctx.tp, ctx.show = group, tp, show
-        full = shard.new_empty((shard.shape[0] * tp, *shard.shape[1:]))
-        comm.all_gather_into_tensor(full, shard.contiguous(), group=group)
+        full = gather_sequence(shard, group, tp)
         if show:
             show("f_forward", "f forward (SP): all-gather the sequence shards into the full sequence", full)
         return full
 
     @staticmethod
     def backward(ctx, grad):
-        shard = grad.new_empty((grad.shape[0] // ctx.tp, *grad.shape[1:]))
-        comm.reduce_scatter_tensor(shard, grad.contiguous(), group=ctx.group)
+        shard = scatter_sequence(grad, ctx.group, ctx.tp)
         if ctx.show:
             ctx.show("f_backward", "f backward (SP): reduce-scatter sums the input gradient and leaves each "
                      "rank its own positions", shard)
@@ -128,8 +138,7 @@ class ScatterToSP(torch.autograd.Function):
     @staticmethod
     def forward(ctx, partial, group, tp: int, show: Show = None):
         ctx.group, ctx.tp, ctx.show = group, tp, show
-        shard = partial.new_empty((partial.shape[0] // tp, *partial.shape[1:]))
-        comm.reduce_scatter_tensor(shard, partial.contiguous(), group=group)
+        shard = scatter_sequence(partial, group, tp)
         if show:
             show("g_forward", "g forward (SP): reduce-scatter sums the partial outputs, each rank keeping "
                  "its own positions", shard)
@@ -137,8 +146,7 @@ class ScatterToSP(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        full = grad.new_empty((grad.shape[0] * ctx.tp, *grad.shape[1:]))
-        comm.all_gather_into_tensor(full, grad.contiguous(), group=ctx.group)
+        full = gather_sequence(grad, ctx.group, ctx.tp)
         if ctx.show:
             ctx.show("g_backward", "g backward (SP): all-gather the output gradient of every position", full)
         return full, None, None, None
