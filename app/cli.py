@@ -61,15 +61,8 @@ def simulate(
             task = progress.add_task(f"starting {ranks} rank(s)", total=None)
             pool.start(background=False)
             progress.update(task, description=f"{scenario} on {ranks} rank(s), {pool.backend}")
-            run = new_run(scenario, params, pool.backend)
-            original = run.add_fragment
-
-            def add_fragment(fragment: dict) -> None:
-                original(fragment)
-                progress.update(task, completed=len(run.frames))
-
-            run.add_fragment = add_fragment  # the progress bar follows the frames as they complete
-            execute(pool, run, params)
+            run = execute(pool, new_run(scenario, params, pool.backend), params,
+                          on_fragment=lambda run: progress.update(task, completed=len(run.frames)))
     finally:
         pool.close()
     if run.error is not None:

@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch.distributed as dist
 
 from simulations import scenarios, trace
 from simulations.scenarios import RankContext
@@ -44,7 +43,3 @@ def run_on_rank(name: str, params: dict, *, rank: int, world_size: int, group, b
         result["_sent"] = dict(tracer.sent)
         result["_frames"] = tracer.index
     return result
-
-
-def barrier(group) -> None:
-    dist.barrier(group=group)

@@ -14,7 +14,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from pydantic import BaseModel
 
@@ -171,12 +171,20 @@ def new_run(name: str, params: BaseModel, backend: str) -> Run:
                     world_size=scenario.world_size(params), backend=backend, views=scenario.views))
 
 
-def execute(pool: RankPool, run: Run, params: BaseModel, traced: bool = True) -> Run:
-    """Run on the pool, streaming frames into `run`; finish it with the summary or a one-line error."""
+def execute(pool: RankPool, run: Run, params: BaseModel, traced: bool = True,
+            on_fragment: Callable[[Run], None] | None = None) -> Run:
+    """Run on the pool, streaming frames into `run`; finish it with the summary or a one-line error.
+    `on_fragment(run)`, if given, is called after each fragment lands (a progress bar follows it)."""
     scenario = scenarios.get(run.meta.scenario)
+
+    def add_fragment(fragment: dict) -> None:
+        run.add_fragment(fragment)
+        if on_fragment is not None:
+            on_fragment(run)
+
     try:
         results = pool.run(run.meta.scenario, params.model_dump(mode="json"), run.meta.world_size,
-                           run.add_fragment, traced=traced)
+                           add_fragment, traced=traced)
         summary = scenario.summarize(params, results, run.frames)
         summary.timings.setdefault("run_s", max(r["_run_s"] for r in results))
         summary.timings["first_frame_s"] = (run.first_frame_at or time.perf_counter()) - run.submitted_at
