@@ -20,6 +20,14 @@ ERROR_TEXT = {
 }
 
 
+def security_headers(frame_ancestors: list[str]) -> list[tuple[bytes, bytes]]:
+    return [
+        (b"content-security-policy", f"frame-ancestors {' '.join(frame_ancestors)}".encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"strict-origin-when-cross-origin"),
+    ]
+
+
 class SecurityHeaders:
     """Adds CSP frame-ancestors (who may embed us) and a few safe defaults to every response.
 
@@ -29,11 +37,7 @@ class SecurityHeaders:
 
     def __init__(self, app: ASGIApp, frame_ancestors: list[str]) -> None:
         self.app = app
-        self.headers = [
-            (b"content-security-policy", f"frame-ancestors {' '.join(frame_ancestors)}".encode()),
-            (b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"strict-origin-when-cross-origin"),
-        ]
+        self.headers = security_headers(frame_ancestors)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -72,9 +76,16 @@ def install(app: FastAPI, settings: Settings) -> None:
             return error_page(request, 404)
         return await http_exception_handler(request, exc)
 
+    # Starlette answers unhandled errors outermost, outside every middleware: this handler's
+    # response would miss SecurityHeaders, so it carries them itself.
+    headers = {name.decode(): value.decode() for name, value in security_headers(settings.frame_ancestors)}
+
     @app.exception_handler(Exception)
     async def server_error(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s", request.url.path)
         if _wants_json(request):
-            return JSONResponse({"detail": "Internal server error"}, status_code=500)
-        return error_page(request, 500)
+            response: Response = JSONResponse({"detail": "Internal server error"}, status_code=500)
+        else:
+            response = error_page(request, 500)
+        response.headers.update(headers)
+        return response

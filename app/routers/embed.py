@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, get_args
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
 from app.routers.deck import page_assets
+from app.routers.simulations import pool_size, too_many_ranks
 from app.settings import Settings
 from app.slides import jinja_env
 from simulations import scenarios
@@ -118,5 +120,15 @@ def embed_widget(name: str, request: Request) -> HTMLResponse:
         spec = widget_spec(scenario, dict(request.query_params))
     except WidgetError as exc:
         return _error_page(request, 422, "These parameters cannot be shown", str(exc))
-    # "Open in a new tab" opens this same widget, with its parameters, as a page of its own.
-    return HTMLResponse(render_widget(request.app.state.settings, scenario, spec, open_href=str(request.url)))
+    too_many = too_many_ranks(scenario, scenario.params.model_validate(spec["params"]), pool_size(request))
+    if too_many:
+        return _error_page(request, 422, "These parameters cannot be shown", f"world_size: {too_many}")
+    return HTMLResponse(render_widget(request.app.state.settings, scenario, spec,
+                                      open_href=relative_href(name, request)))
+
+
+def relative_href(last_segment: str, request: Request) -> str:
+    """"Open in a new tab": this same page, with its query, as a link relative to it. Never built from
+    the Host header, which the client chooses (a reflected host would point the link at any site)."""
+    query = urlencode(list(request.query_params.multi_items()))
+    return "./" + quote(last_segment, safe="") + (f"?{query}" if query else "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -64,13 +65,28 @@ def _params(scenario: scenarios.Scenario, request: Request) -> BaseModel:
         raise RequestValidationError(errors) from None
 
 
+def pool_size(request: Request) -> int:
+    """Ranks this server can run at once (its pool's size)."""
+    simulator = getattr(request.app.state, "simulator", None)
+    return simulator.pool.size if simulator is not None else request.app.state.settings.pool_size
+
+
+def too_many_ranks(scenario: scenarios.Scenario, params: BaseModel, available: int) -> str | None:
+    """Why these params cannot run on a pool of `available` ranks (the schema allows up to 8), or None."""
+    ranks = scenario.world_size(params)
+    if ranks <= available:
+        return None
+    return f"these params need {ranks} ranks; this server's pool has {available} (DISTDECK_POOL_SIZE)"
+
+
 def _submit(request: Request, name: str, params: BaseModel) -> Run:
     simulator: Simulator = request.app.state.simulator
-    ranks, available = scenarios.get(name).world_size(params), simulator.pool.size
-    if ranks > available:  # the schema allows up to 8; this server may run a smaller pool
+    scenario = scenarios.get(name)
+    too_many = too_many_ranks(scenario, params, simulator.pool.size)
+    if too_many:
         raise RequestValidationError([{
-            "type": "less_than_equal", "loc": ("query", "world_size"), "input": ranks, "ctx": {"le": available},
-            "msg": f"these params need {ranks} ranks; this server's pool has {available} (DISTDECK_POOL_SIZE)"}])
+            "type": "less_than_equal", "loc": ("query", "world_size"), "input": scenario.world_size(params),
+            "ctx": {"le": simulator.pool.size}, "msg": too_many}])
     try:
         return simulator.submit(name, params)
     except Overloaded as exc:
@@ -78,10 +94,13 @@ def _submit(request: Request, name: str, params: BaseModel) -> Run:
                             headers={"Retry-After": str(RETRY_AFTER_S)}) from None
 
 
+LAST_EVENT_ID = re.compile(r"[0-9]{1,9}")  # ASCII digits only (str.isdigit() takes "²"), and short
+
+
 def _resume_after(request: Request) -> int:
     """Last-Event-ID: k resumes at frame k + 1; anything else starts from the beginning."""
     last = request.headers.get("last-event-id", "")
-    return int(last) if last.isdigit() else -1
+    return int(last) if LAST_EVENT_ID.fullmatch(last) else -1
 
 
 async def _events(run: Run, after: int) -> AsyncIterator[dict]:
