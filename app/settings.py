@@ -40,9 +40,19 @@ class Settings(BaseSettings):
     backend: Literal["auto", "gloo", "nccl"] = "auto"
     pool_size: int = Field(8, ge=1, le=8)
     start_pool_on_startup: bool = True
+    # A run with no progress (no frame from any rank) for this long is hung: the pool is rebuilt.
     job_timeout_s: float = Field(60.0, gt=0)
+    # A run still going after this long, or past this many MiB of frames, is stopped at a frame
+    # boundary as too large to show (the pool is kept); retrying it answers at once.
+    max_run_s: float = Field(300.0, gt=0)
+    max_run_mb: int = Field(128, ge=1)
     max_queued_runs: int = Field(8, ge=1)
-    cached_runs: int = Field(64, ge=1)
+    # Distinct runs one client (address) may have waiting or running; the deck's own runs are free.
+    runs_per_client: int = Field(3, ge=1)
+    # A run whose last viewer left is cancelled after this long, unless it is one of the deck's own.
+    abandoned_run_grace_s: float = Field(0.5, ge=0)
+    # Finished runs kept for replay, by the bytes of their encoded events (least recently used out first).
+    cache_mb: int = Field(512, ge=1)
 
 
 @lru_cache

@@ -10,8 +10,10 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from app.settings import Settings
+from simulations import scenarios
 from simulations.frames import RunFile
 from simulations.runtime import RankPool, Run, Simulator
+from simulations.runtime.runs import run_key
 
 log = logging.getLogger("distdeck")
 
@@ -29,6 +31,31 @@ def load_recorded_runs(directory: Path | None) -> dict[str, Run]:
     return runs
 
 
+class DeckRuns:
+    """The runs worth finishing when no one watches: every run the deck's slides and widgets start by
+    default (what the export records), and each scenario's defaults. Read from the slides on first use."""
+
+    def __init__(self, settings: Settings, pool_size: int):
+        self.settings, self.pool_size = settings, pool_size
+        self._keys: set[str] | None = None
+
+    def __call__(self, key: str) -> bool:
+        if self._keys is None:
+            self._keys = self._read()
+        return key in self._keys
+
+    def _read(self) -> set[str]:
+        keys = {run_key(name, s.params()) for name, s in scenarios.all_scenarios().items()}
+        try:
+            from app.export import plan
+
+            wanted, _, _ = plan(self.settings, "default", self.pool_size)
+            keys |= {run_key(w.scenario, w.params) for w in wanted}
+        except Exception as exc:  # noqa: BLE001 - a deck that does not load still serves its runs
+            log.warning("could not read the deck's runs (%s); keeping only scenario defaults", exc)
+        return keys
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
@@ -37,7 +64,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                                       job_timeout_s=settings.job_timeout_s)
     if owned and settings.start_pool_on_startup:
         pool.start(background=True)  # serve the deck at once; the ranks join in the background
-    app.state.simulator = Simulator(pool, cache_size=settings.cached_runs, max_queued=settings.max_queued_runs)
+    app.state.simulator = Simulator(
+        pool, cache_bytes=settings.cache_mb << 20, max_queued=settings.max_queued_runs,
+        per_client=settings.runs_per_client, max_run_bytes=settings.max_run_mb << 20, max_run_s=settings.max_run_s,
+        abandon_grace_s=settings.abandoned_run_grace_s, keep=DeckRuns(settings, pool.size))
     app.state.recorded_runs = load_recorded_runs(settings.runs_dir)
     try:
         yield

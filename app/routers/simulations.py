@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
@@ -15,10 +15,12 @@ from sse_starlette.sse import EventSourceResponse
 from simulations import scenarios
 from simulations.chrome_trace import chrome_trace
 from simulations.runtime import Overloaded, Run, Simulator
+from simulations.runtime.runs import TooManyRuns, sse
 
 router = APIRouter(prefix="/api", tags=["simulations"])
 
 RETRY_AFTER_S = 2
+SHUTTING_DOWN = sse("error", json.dumps({"message": "the server is shutting down"}))
 
 
 class ScenarioInfo(BaseModel):
@@ -88,7 +90,9 @@ def _submit(request: Request, name: str, params: BaseModel) -> Run:
             "type": "less_than_equal", "loc": ("query", "world_size"), "input": scenario.world_size(params),
             "ctx": {"le": simulator.pool.size}, "msg": too_many}])
     try:
-        return simulator.submit(name, params)
+        return simulator.submit(name, params, client=request.client.host if request.client else None)
+    except TooManyRuns as exc:
+        raise HTTPException(429, str(exc), headers={"Retry-After": str(RETRY_AFTER_S)}) from None
     except Overloaded as exc:
         raise HTTPException(503, f"the simulator is busy: {exc}",
                             headers={"Retry-After": str(RETRY_AFTER_S)}) from None
@@ -103,17 +107,12 @@ def _resume_after(request: Request) -> int:
     return int(last) if LAST_EVENT_ID.fullmatch(last) else -1
 
 
-async def _events(run: Run, after: int) -> AsyncIterator[dict]:
-    async for event, index, payload in run.follow(after):
-        data = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
-        message = {"event": event, "data": data}
-        if index is not None:
-            message["id"] = str(index)
-        yield message
-
-
 def _stream(request: Request, run: Run) -> EventSourceResponse:
-    return EventSourceResponse(_events(run, _resume_after(request)), ping=15,
+    """The run's events, already encoded (the same bytes for every viewer). On server shutdown the stream
+    ends with an `error` event saying so, rather than being cut."""
+    shutdown = anyio.Event()
+    events = run.stream(_resume_after(request), until=shutdown.wait(), farewell=SHUTTING_DOWN)
+    return EventSourceResponse(events, ping=15, shutdown_event=shutdown, shutdown_grace_period=2,
                                headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
@@ -147,7 +146,7 @@ async def trace_json(name: str, request: Request) -> dict:
 @router.get("/runs", response_model=list[RecordedRunInfo])
 def list_recorded_runs(request: Request) -> list[RecordedRunInfo]:
     return [RecordedRunInfo(id=run_id, scenario=run.meta.scenario, title=run.meta.title, params=run.meta.params,
-                            world_size=run.meta.world_size, backend=run.meta.backend, frames=len(run.frames),
+                            world_size=run.meta.world_size, backend=run.meta.backend, frames=run.frame_count,
                             passed=run.summary.passed)
             for run_id, run in request.app.state.recorded_runs.items()]
 

@@ -5,7 +5,7 @@
     Run         one run's meta, frames, summary or error, followed live or replayed
 """
 
-from simulations.runtime.pool import PoolBroken, RankPool, RunFailed
+from simulations.runtime.pool import PoolBroken, RankPool, RunFailed, RunStopped, StopRequest
 from simulations.runtime.runs import Overloaded, Run, Simulator, simulate
 
-__all__ = ["RankPool", "PoolBroken", "RunFailed", "Run", "Simulator", "Overloaded", "simulate"]
+__all__ = ["RankPool", "PoolBroken", "RunFailed", "RunStopped", "StopRequest", "Run", "Simulator", "Overloaded", "simulate"]

@@ -111,7 +111,7 @@ def test_past_the_queue_bound_is_503_with_retry_after(pool):
         with pool._job_lock:  # the ranks are busy: runs pile up in the simulator's queue
             simulator.submit("ddp", ddp.Params(world_size=2, seed=101))  # taken by the worker, waits
             deadline = time.monotonic() + 5
-            while simulator._queue.qsize() and time.monotonic() < deadline:
+            while simulator._queue and time.monotonic() < deadline:
                 time.sleep(0.01)
             simulator.submit("ddp", ddp.Params(world_size=2, seed=102))  # fills the queue of one
             response = client.get("/api/simulations/ddp/frames?world_size=2&seed=103")
