@@ -14,6 +14,7 @@ from simulations.estimate.hardware import GPUS, Cluster, UnknownGPU, cluster
 from simulations.estimate.layout import SCHEDULES, Layout, LayoutError, validate
 from simulations.estimate.models import MODELS, Model, gpt
 from simulations.estimate.search import search
+from simulations.estimate.spec import build
 
 __all__ = ["GPUS", "MODELS", "SCHEDULES", "Cluster", "Estimate", "Layout", "LayoutError", "Model", "UnknownGPU",
-           "cluster", "estimate", "gpt", "search", "validate"]
+           "build", "cluster", "estimate", "gpt", "search", "validate"]

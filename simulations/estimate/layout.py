@@ -55,14 +55,14 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
             raise LayoutError(name, f"must be ≥ 1, got {value}")
     if cluster.gpus < 1:
         raise LayoutError("gpus", f"must be ≥ 1, got {cluster.gpus}")
-    if cluster.gpus % (t * p * c):
-        raise LayoutError("gpus", f"must be a multiple of tp·pp·cp = {t * p * c}, got {cluster.gpus}")
     if model.heads % t:
         raise LayoutError("tp", f"must divide the attention heads ({model.heads}), got {t}")
     if model.kv_heads % t and t % model.kv_heads:
         raise LayoutError("tp", f"must divide the key/value heads ({model.kv_heads}) or be a multiple of them, got {t}")
     if model.ffn_hidden % t:
         raise LayoutError("tp", f"must divide the FFN hidden size ({model.ffn_hidden}), got {t}")
+    if cluster.gpus % (t * p * c):
+        raise LayoutError("gpus", f"must be a multiple of tp·pp·cp = {t * p * c}, got {cluster.gpus}")
     if p > model.layers:
         raise LayoutError("pp", f"must be at most the layers ({model.layers}), got {p}")
     if model.seq_len % (2 * c) and c > 1:
@@ -102,3 +102,16 @@ def check_micro_batches(layout: Layout, m: int) -> None:
     if layout.schedule == "interleaved_1f1b" and layout.pp > 1 and m % layout.pp:
         raise LayoutError("micro_batch", f"interleaved_1f1b needs the micro-batches per step "
                                          f"({m}) to be a multiple of pp ({layout.pp})")
+
+
+def parse_auto(field: str, value: int | str | None) -> int | None:
+    """`auto` (or None) -> None; otherwise a positive integer, or LayoutError naming `field`."""
+    if value is None or value == "auto":
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise LayoutError(field, f"must be auto or a positive integer, got {value!r}") from None
+    if number < 1:
+        raise LayoutError(field, f"must be auto or ≥ 1, got {number}")
+    return number
