@@ -56,6 +56,7 @@ class Estimate:
     memory_per_gpu_bytes: dict[str, float]
     tokens_per_s: float
     model_flops: float
+    comm_bytes_per_gpu: dict[str, float] = field(default_factory=dict)
     stage_times: dict[str, float] = field(default_factory=dict)
     spans: list[dict] = field(default_factory=list)
 
@@ -95,6 +96,7 @@ class Estimate:
             "comm_total_s": self.comm_total_s,
             "compute_s": self.compute_s,
             "optimizer_s": self.optimizer_s,
+            "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "gpu_memory_bytes": self.cluster.gpu.hbm_bytes,
             "fits": self.fits,
@@ -196,6 +198,35 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         ep_exposed = 4 * collectives.all_to_all(activation * model.top_k, ep_group, cluster)
     return LayerTime(forward, backward_input, backward_w, recompute, tp_forward, tp_backward, cp_exposed,
                      ep_exposed, attn_fwd)
+
+
+# -- data-parallel traffic ------------------------------------------------------------------------
+
+def data_parallel_traffic(psi: float, zero_stage: int, ranks: int, grad_accumulation: int = 1,
+                          grad_bytes: int = BF16, param_bytes: int = BF16) -> dict[str, float]:
+    """Bytes each rank hands to each collective per optimizer step, as the live runs trace them
+    (all-reduce and reduce-scatter: the whole buffer; all-gather: the rank's shard).
+
+    Counting an all-reduce as 2S, a reduce-scatter as S and an all-gather as N × its shard gives the
+    ZeRO paper's volume, formulas.zero_comm_elements: 2Ψ (stages 0, 1), (g + 1)Ψ (2), 3gΨ (3).
+    """
+    g = grad_accumulation
+    if ranks <= 1:
+        return {}
+    if zero_stage == 0:
+        return {"all_reduce": psi * grad_bytes}
+    if zero_stage == 1:
+        return {"reduce_scatter": psi * grad_bytes, "all_gather": psi * param_bytes / ranks}
+    if zero_stage == 2:
+        return {"reduce_scatter": g * psi * grad_bytes, "all_gather": psi * param_bytes / ranks}
+    return {"all_gather": 2 * g * psi * param_bytes / ranks, "reduce_scatter": g * psi * grad_bytes}
+
+
+def wire_bytes(traffic: dict[str, float], ranks: int) -> float:
+    """Bytes one rank sends on the wire for `traffic` in ring algorithms (formulas' ring counts)."""
+    return (formulas.ring_all_reduce_bytes(traffic.get("all_reduce", 0.0), ranks)
+            + formulas.all_gather_bytes(traffic.get("reduce_scatter", 0.0), ranks)
+            + formulas.all_gather_bytes(traffic.get("all_gather", 0.0) * ranks, ranks))
 
 
 # -- the step --------------------------------------------------------------------------------------
@@ -347,14 +378,15 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     exposed = {"tp": (lt.tp_forward * (2 if layout.recompute == "full" else 1) + tp_bwd_exposed) * model.layers / p * m,
                "cp": lt.cp_exposed * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
                "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
+    traffic = data_parallel_traffic(grads, layout.zero_stage, dp * c, m, layout.grad_reduce_bytes, BF16)
     if dp * c > 1 and layout.zero_stage < 3:
-        grad_bytes = grads * layout.grad_reduce_bytes
         if layout.zero_stage == 0:
-            reduce = collectives.all_reduce(grad_bytes, dp_group, cluster)
+            reduce = collectives.all_reduce(traffic["all_reduce"], dp_group, cluster)
             gather = 0.0
         else:
-            reduce = collectives.reduce_scatter(grad_bytes, dp_group, cluster)
-            gather = collectives.all_gather(grads * BF16, dp_group, cluster)
+            per_reduce = traffic["reduce_scatter"] / (m if layout.zero_stage == 2 else 1)
+            reduce = collectives.reduce_scatter(per_reduce, dp_group, cluster)
+            gather = collectives.all_gather(traffic["all_gather"] * dp * c, dp_group, cluster)
         if layout.zero_stage == 2 and m > 1:  # a reduce-scatter after every micro-batch's backward, overlapped
             per_mb = max(0.0, reduce - last_backward)
             reduce_exposed = per_mb * (m - 1) + (reduce / layers_per_chunk if layout.overlap_grad_reduce else reduce)
@@ -374,6 +406,12 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     exposed_total = sum(v for k, v in exposed.items() if k != "pp")
     compute = (lt.forward + lt.backward_input + lt.backward_weight + lt.recompute) * model.layers / p * m
     mem = memory(model, layout, cluster, b, m, v)
+    activation_bytes = tokens * model.hidden * BF16
+    tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m  # 2 forward (+ 2 replayed), 2 backward
+    per_op = (2 * formulas.all_gather_bytes(activation_bytes, t) if layout.sequence_parallel
+              else formulas.ring_all_reduce_bytes(activation_bytes, t))
+    wire = {"dp": wire_bytes(traffic, dp * c), "tp": tp_ops * per_op if t > 1 else 0.0,
+            "pp": 2 * m * v * act if p > 1 else 0.0}
     spans = []
     if keep_spans:
         for r, action, start, end in timed.spans:
@@ -389,6 +427,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         exposed_by_kind=exposed, comm_total_s=comm_total, compute_s=compute, optimizer_s=optimizer,
         memory_per_gpu_bytes=mem, tokens_per_s=layout.global_batch * model.seq_len / step,
         model_flops=model.model_flops(layout.global_batch * model.seq_len),
+        comm_bytes_per_gpu=wire,
         stage_times={"forward": dur["F"][0], "backward": dur["B"][0], "weight": dur["W"][0], "hop": hop},
         spans=spans)
 
