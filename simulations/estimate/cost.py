@@ -35,7 +35,10 @@ from simulations.scenarios.pipeline_schedules import Action, bubble_formula
 
 BF16 = 2
 TILE_M, TILE_N = 128, 256  # a large bf16 cuBLAS/CUTLASS tile: a matmul runs in waves of these over the SMs
-ADAM_BYTES_PER_PARAM = 16 + 14  # read fp32 grad, master, m, v; write master, m, v and the bf16 weight
+# The optimizer step per parameter it owns, all memory-bound passes (Megatron-LM's mixed-precision
+# optimizer): the gradient norm reads the fp32 gradient (4); Adam reads gradient, master, m, v (16) and
+# writes master, m, v (12); the updated master is copied into the bf16 weight (read 4, write 2).
+ADAM_BYTES_PER_PARAM = 4 + 16 + 12 + 6
 
 
 @dataclass
