@@ -143,6 +143,74 @@ def list_scenarios() -> None:
         typer.echo(f"{scenario.name:18} {scenario.title}\n{'':18} {fields}")
 
 
+@cli.command("estimate")
+def estimate_cmd(
+    model: Annotated[str, typer.Option(help="gpt3-175b, llama3-8b, llama3-70b, llama3-405b or custom.")] = "llama3-70b",
+    layers: Annotated[int | None, typer.Option(help="Layers (custom, or override a preset).")] = None,
+    hidden: Annotated[int | None, typer.Option(help="Hidden size.")] = None,
+    heads: Annotated[int | None, typer.Option(help="Attention heads.")] = None,
+    kv_heads: Annotated[int | None, typer.Option(help="Key/value heads (GQA).")] = None,
+    ffn_hidden: Annotated[int | None, typer.Option(help="FFN hidden size.")] = None,
+    vocab: Annotated[int | None, typer.Option(help="Vocabulary size.")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length in tokens.")] = None,
+    gpu: Annotated[str, typer.Option(help="a100-80gb, h100-80gb, h200 or b200.")] = "h100-80gb",
+    gpus: Annotated[int, typer.Option(help="GPUs in the cluster.")] = 1024,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node (one NVLink domain).")] = 8,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 8,
+    pp: Annotated[int, typer.Option(help="Pipeline stages.")] = 1,
+    cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel degree (MoE models).")] = 1,
+    zero_stage: Annotated[int, typer.Option(help="ZeRO stage over the data-parallel ranks, 0-3.")] = 1,
+    schedule: Annotated[str, typer.Option(help="gpipe, 1f1b, interleaved_1f1b or zero_bubble.")] = "1f1b",
+    virtual_stages: Annotated[str, typer.Option(help="auto or N (interleaved_1f1b).")] = "auto",
+    micro_batch: Annotated[str, typer.Option(help="auto or N sequences per micro-batch.")] = "auto",
+    global_batch: Annotated[int, typer.Option(help="Sequences per optimizer step.")] = 1024,
+    recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "selective",
+    json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
+) -> None:
+    """Estimate one training step on a modelled GPU cluster: time, throughput, MFU, memory per GPU."""
+    import json
+
+    from simulations import estimate as est
+
+    try:
+        spec, cluster, layout = est.build(
+            model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
+            seq_len=seq_len, gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, ep=ep,
+            zero_stage=zero_stage, schedule=schedule, virtual_stages=virtual_stages, micro_batch=micro_batch,
+            global_batch=global_batch, recompute=recompute)
+    except est.LayoutError as exc:
+        typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    result = est.estimate(spec, cluster, layout).as_dict()
+    if json_:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{result['model']} on {result['gpus']} × {cluster.gpu.title}", show_header=False)
+    gb = 1e9
+    rows = [
+        ("layout", f"TP {result['tp']} · PP {result['pp']} · CP {result['cp']} · EP {result['ep']} · "
+                   f"DP {result['dp']}, ZeRO-{result['zero_stage']}, {result['schedule']}"),
+        ("micro-batch / virtual stages", f"{result['micro_batch']} × {result['micro_batches']} per step, "
+                                         f"v = {result['virtual_stages']}, recompute {result['recompute']}"),
+        ("step time", f"{result['step_time_s']:.3f} s"),
+        ("tokens/s", f"{result['tokens_per_s']:,.0f}"),
+        ("model TFLOP/s per GPU", f"{result['model_tflops_per_gpu']:.0f}"),
+        ("MFU", f"{result['mfu']:.1%}"),
+        ("pipeline bubble", f"{result['bubble_fraction']:.1%}"),
+        ("exposed communication", f"{result['exposed_comm_s']:.3f} s ("
+         + ", ".join(f"{k} {v:.3f}" for k, v in result["exposed_comm_by_kind_s"].items() if v and k != "pp") + ")"),
+    ]
+    rows += [(f"memory: {role}", f"{value / gb:.1f} GB") for role, value in result["memory_per_gpu_bytes"].items()]
+    rows.append(("fits", f"{'yes' if result['fits'] else 'NO'} ({result['gpu_memory_bytes'] / gb:.0f} GB per GPU)"))
+    for name, value in rows:
+        table.add_row(name, value)
+    Console().print(table)
+
+
 def main() -> None:
     cli()
 

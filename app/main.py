@@ -4,7 +4,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app import pages
-from app.routers import calculator, deck, embed, health, runs, simulations
+from app.routers import calculator, deck, embed, estimate, health, runs, simulations
 from app.settings import Settings, get_settings
 from app.simulator import lifespan
 from simulations.runtime import RankPool
@@ -21,6 +21,7 @@ def create_app(settings: Settings | None = None, pool: RankPool | None = None) -
     app.include_router(deck.router)
     app.include_router(simulations.router)
     app.include_router(calculator.router)
+    app.include_router(estimate.router)
     app.include_router(embed.router)
     app.include_router(runs.router)
     # StaticFiles resolves each path and refuses anything outside static_dir (no traversal).

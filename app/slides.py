@@ -19,7 +19,7 @@ from pathlib import Path
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 from pydantic import BaseModel, Field, ValidationError
 
-from app import memory_math
+from app import estimate_math, memory_math
 from simulations import formulas
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
@@ -106,6 +106,7 @@ def jinja_env(slides_dir: Path) -> Environment:
     )
     env.globals["mem"] = memory_math
     env.globals["formulas"] = formulas  # simulations.formulas, for slides that compute figures at render time
+    env.globals["scale"] = estimate_math  # simulations.estimate, for the at-scale slides' times
     env.filters["gb"] = memory_math.gb
     return env
 

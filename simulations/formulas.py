@@ -102,23 +102,25 @@ def transformer_params(hidden: int, layers: int, vocab: int) -> int:
 
 
 def activation_bytes_per_layer(seq: int, micro_batch: int, hidden: int, heads: int, tp: int = 1,
-                               recompute: Recompute = "none") -> float:
+                               recompute: Recompute = "none", sequence_parallel: bool = True) -> float:
     """Activation bytes one transformer layer keeps for backward, in 16-bit (Korthikanti et al.).
 
     No recomputation: s·b·h·(34 + 5·a·s/h); with tensor parallel degree t and sequence
     parallelism everything is divided by t. Selective recomputation drops the attention term
     5·a·s/h; full recomputation keeps only the layer input, 2·s·b·h (divided by t with SP).
+    Without sequence parallelism (t > 1) the layer norms' and dropouts' 10·s·b·h are replicated on
+    every tensor-parallel rank: s·b·h·(10 + 24/t + 5·a·s/(h·t)) (their Table 2), and full
+    recomputation keeps the whole 2·s·b·h input.
     """
     sbh = seq * micro_batch * hidden
-    if recompute == "none":
-        per_layer = sbh * (34 + 5 * heads * seq / hidden)
-    elif recompute == "selective":
-        per_layer = sbh * 34
-    elif recompute == "full":
-        per_layer = 2 * sbh
-    else:
+    if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute must be none, selective or full, got {recompute!r}")
-    return per_layer / tp
+    if recompute == "full":
+        return 2 * sbh / (tp if sequence_parallel else 1)
+    attention = 5 * heads * seq / hidden if recompute == "none" else 0.0
+    if sequence_parallel or tp == 1:
+        return sbh * (34 + attention) / tp
+    return sbh * (10 + (24 + attention) / tp)
 
 
 def activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int, layers: int, tp: int = 1,

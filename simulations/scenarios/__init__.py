@@ -5,10 +5,22 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from functools import cache
+from typing import TYPE_CHECKING
 
-from simulations.scenarios.base import RankContext, Scenario
+if TYPE_CHECKING:
+    from simulations.scenarios.base import RankContext, Scenario
 
 __all__ = ["RankContext", "Scenario", "all_scenarios", "get", "UnknownScenario"]
+
+
+def __getattr__(name: str):
+    # RankContext and Scenario load torch: imported on first use, so that torch-free modules of this
+    # package (pipeline_schedules, used by simulations.estimate) import without it.
+    if name in ("RankContext", "Scenario"):
+        from simulations.scenarios import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UnknownScenario(KeyError):

@@ -1,0 +1,77 @@
+"""The at-scale figures the conclusion's slides quote, for Jinja (`scale` in slides).
+
+Every time on those slides comes from simulations.estimate: its collectives (ring or tree, NVLink
+inside a node, the node's egress across nodes), its GPU catalog and its cost model. This module
+only names what the slides ask and formats it; the slides call it at render time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulations import estimate as est
+from simulations.estimate import collectives
+from simulations.estimate.cost import data_parallel_traffic, wire_bytes
+
+GPU = "h100-80gb"
+BF16 = 2
+
+
+def gpu(name: str = GPU) -> est.hardware.GPU:
+    return est.GPUS[name]
+
+
+@dataclass(frozen=True)
+class Sync:
+    """One data-parallel step's traffic for one GPU: bytes it sends, and how long they take."""
+
+    sent: float  # bytes on the wire, ring algorithm
+    seconds: float
+    per_node: int  # members of the DP group in one node (8: whole nodes in the ring; 1: one GPU per node)
+
+
+def dp_sync(psi: float, zero_stage: int, dp: int, stride: int = 1, gpu_name: str = GPU) -> Sync:
+    """Bytes and seconds of one step's data-parallel traffic for `psi` parameters per GPU, `dp` replicas
+    `stride` GPUs apart (the TP·CP ranks inside them), on a cluster of that GPU: no overlap counted."""
+    c = est.cluster(gpu_name, dp * stride)
+    group = collectives.place(dp, stride, c.gpus_per_node)
+    traffic = data_parallel_traffic(psi, zero_stage, dp, 1, BF16, BF16)
+    whole = psi * BF16
+    if zero_stage == 0:
+        seconds = collectives.all_reduce(whole, group, c)
+    else:  # reduce-scatter the gradients; all-gather the parameters (twice a step under ZeRO-3)
+        gathers = 2 if zero_stage == 3 else 1
+        seconds = collectives.reduce_scatter(whole, group, c) + gathers * collectives.all_gather(whole, group, c)
+    return Sync(wire_bytes(traffic, dp), seconds, group.per_node)
+
+
+def compute_per_token(psi: float, gpu_name: str = GPU) -> float:
+    """Seconds one GPU needs for the 6Ψ FLOPs of one token (forward and backward) at the catalog's
+    largest achievable matmul rate: a lower bound on compute."""
+    return 6 * psi / gpu(gpu_name).matmul_flops
+
+
+def tokens_to_hide(sync: Sync, psi: float, gpu_name: str = GPU) -> float:
+    """Tokens per replica per step whose compute lasts as long as the step's traffic."""
+    return sync.seconds / compute_per_token(psi, gpu_name)
+
+
+def tp_per_token(hidden: int, layers: int, tp: int, spread: bool, tokens: int = 4096, gpu_name: str = GPU) -> float:
+    """Seconds per token of tensor parallelism's 4 all-reduces per layer (2 forward, 2 backward) of a
+    `tokens`-token micro-batch, the group inside one node or spread one GPU per node."""
+    c = est.cluster(gpu_name, tp * (8 if spread else 1))
+    group = collectives.place(tp, 8 if spread else 1, c.gpus_per_node)
+    return 4 * layers * collectives.all_reduce(tokens * hidden * BF16, group, c) / tokens
+
+
+def estimate(model: str, **layout) -> est.Estimate:
+    """A full step estimate for the slides (simulations.estimate.build's options)."""
+    return est.estimate(*est.build(model, **layout))
+
+
+def seconds(s: float) -> str:
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    return f"{s:.1f} s"

@@ -1,0 +1,107 @@
+"""Time at scale: one training step of a model on a modelled GPU cluster (simulations.estimate).
+
+GET /api/estimate?model=llama3-70b&gpu=h100-80gb&gpus=1024&tp=8&pp=4&schedule=interleaved_1f1b
+    &virtual_stages=auto&micro_batch=auto&global_batch=1024&recompute=selective
+GET /api/estimate/search?model=...&gpus=...   the fastest layouts that fit, ranked
+
+Bad input is a 422 naming the field and the constraint, from the field bounds here or from the
+estimator's own layout rules (TP divides the heads, GPUs a multiple of TP·PP·CP, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulations import estimate as est
+
+router = APIRouter(prefix="/api", tags=["estimate"])
+
+Auto = Literal["auto"] | Annotated[int, Field(ge=1, le=4096)]
+
+
+class EstimateParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "custom"] = "llama3-70b"
+    layers: int | None = Field(None, ge=1, le=1024)
+    hidden: int | None = Field(None, ge=64, le=131072)
+    heads: int | None = Field(None, ge=1, le=1024)
+    kv_heads: int | None = Field(None, ge=1, le=1024)
+    ffn_hidden: int | None = Field(None, ge=1, le=524288)
+    vocab: int | None = Field(None, ge=1, le=1_048_576)
+    seq_len: int | None = Field(None, ge=1, le=1_048_576)
+    gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
+    gpus: int = Field(1024, ge=1, le=131072)
+    gpus_per_node: int = Field(8, ge=1, le=72)
+    tp: int = Field(8, ge=1, le=72)
+    pp: int = Field(1, ge=1, le=1024)
+    cp: int = Field(1, ge=1, le=1024)
+    ep: int = Field(1, ge=1, le=1024)
+    zero_stage: int = Field(1, ge=0, le=3)
+    schedule: Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"] = "1f1b"
+    virtual_stages: Auto = "auto"
+    micro_batch: Auto = "auto"
+    global_batch: int = Field(1024, ge=1, le=10_000_000)
+    recompute: Literal["none", "selective", "full"] = "selective"
+
+
+class EstimateResult(BaseModel):
+    model: str
+    gpu: str
+    gpus: int
+    gpus_per_node: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    dp: int
+    zero_stage: int
+    schedule: str
+    recompute: str
+    global_batch: int
+    micro_batch: int = Field(description="Sequences per micro-batch (chosen when auto)")
+    virtual_stages: int = Field(description="Stages per pipeline rank (chosen when auto)")
+    micro_batches: int
+    step_time_s: float
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    mfu: float = Field(description="Model FLOPs utilization: model FLOPs per second / (GPUs × dense bf16 peak)")
+    bubble_fraction: float
+    exposed_comm_s: float = Field(description="Communication on the critical path (not hidden behind compute)")
+    exposed_comm_by_kind_s: dict[str, float]
+    comm_total_s: dict[str, float]
+    compute_s: float
+    optimizer_s: float
+    memory_per_gpu_bytes: dict[str, float] = Field(description="Bytes per GPU by role, and total")
+    gpu_memory_bytes: float
+    fits: bool
+
+
+class SearchResult(BaseModel):
+    layouts: list[EstimateResult]
+
+
+def _build(p: EstimateParams):
+    try:
+        return est.build(**p.model_dump())
+    except est.LayoutError as exc:
+        raise RequestValidationError([{"type": "value_error", "loc": ("query", exc.field), "msg": exc.message,
+                                       "input": getattr(p, exc.field, None)}]) from None
+
+
+@router.get("/estimate", response_model=EstimateResult,
+            summary="Step time, throughput, MFU and memory per GPU of a layout on a modelled cluster")
+def estimate(params: Annotated[EstimateParams, Query()]) -> EstimateResult:
+    model, cluster, layout = _build(params)
+    return EstimateResult(**est.estimate(model, cluster, layout).as_dict())
+
+
+@router.get("/estimate/search", response_model=SearchResult,
+            summary="The fastest layouts that fit (TP, PP, CP, ZeRO, schedule, micro-batch), ranked")
+def search(params: Annotated[EstimateParams, Query()]) -> SearchResult:
+    model, cluster, layout = _build(params)
+    return SearchResult(layouts=[EstimateResult(**e.as_dict()) for e in est.search(model, cluster, layout)])

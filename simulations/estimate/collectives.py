@@ -1,0 +1,125 @@
+"""How long a collective takes: its algorithm, its group's placement, the links it crosses.
+
+A group of `size` ranks with `per_node` of them in each node. Inside a node a ring runs over
+NVLink at the GPU's link bandwidth. Across nodes NCCL runs one ring per channel, each leaving the
+node through its own NIC, with the node's ranks next to each other in the ring: only the hops
+between nodes cross the network, so what limits the ring is the bytes that leave a node over
+all its NICs together (the node egress), shared by the groups that run at the same time on that
+node: gpus_per_node / per_node of them (scaling book, gpus.md, "Cross-node collectives":
+T = max(bytes / W_GPU egress, bytes / W_node egress), and the sharded-axis form).
+
+Per rank of a ring all-reduce of S bytes: 2(N−1) steps of S/N, so the time is
+2(N−1)/N · S / bandwidth + latency; an all-gather or a reduce-scatter is half of it.
+The byte counts come from simulations.formulas, the same functions the live runs check against.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulations import formulas
+from simulations.estimate.hardware import (
+    HALF_BANDWIDTH_BYTES_AT_450,
+    NCCL_RING_BASE_US,
+    NCCL_RING_STEP_US,
+    NCCL_TREE_STEP_US,
+    NETWORK_EFFICIENCY,
+    NVLINK_BUS_EFFICIENCY,
+    Cluster,
+)
+
+
+@dataclass(frozen=True)
+class Group:
+    """A communication group's size and placement: `per_node` of its ranks share each node."""
+
+    size: int
+    per_node: int
+
+    @property
+    def nodes(self) -> int:
+        return self.size // self.per_node
+
+    @property
+    def crosses_nodes(self) -> bool:
+        return self.size > self.per_node
+
+
+def place(size: int, stride: int, gpus_per_node: int) -> Group:
+    """The group of `size` ranks `stride` apart (the product of the faster-varying dimensions)."""
+    if size <= 1:
+        return Group(1, 1)
+    if stride >= gpus_per_node:
+        return Group(size, 1)
+    return Group(size, max(1, min(size, gpus_per_node // stride)))
+
+
+def ring_bandwidth(group: Group, cluster: Cluster) -> float:
+    """Bytes/s at which a ring moves one step's data: NVLink inside, the node's share of egress across."""
+    nvlink = cluster.gpu.nvlink_bandwidth * NVLINK_BUS_EFFICIENCY
+    if not group.crosses_nodes:
+        return nvlink
+    concurrent = cluster.gpus_per_node / group.per_node  # groups of this kind on one node, all busy at once
+    network = cluster.node_egress * NETWORK_EFFICIENCY / concurrent
+    return min(nvlink, network) if group.per_node > 1 else network
+
+
+def ramp(size: float, bandwidth: float) -> float:
+    """Bandwidth a message of `size` bytes gets: NCCL pipelines chunks through its channels, so small
+    messages do not fill the links; half the bandwidth at a size proportional to the bandwidth."""
+    half = HALF_BANDWIDTH_BYTES_AT_450 * bandwidth / 450e9
+    return bandwidth * size / (size + half)
+
+
+def latency(group: Group, steps: int) -> float:
+    link = "network" if group.crosses_nodes else "nvlink"
+    ring = (NCCL_RING_BASE_US + steps * NCCL_RING_STEP_US[link]) * 1e-6
+    if not group.crosses_nodes:
+        return ring
+    tree = (NCCL_RING_BASE_US + 2 * math.ceil(math.log2(group.nodes)) * NCCL_TREE_STEP_US["network"]
+            + 2 * (group.per_node - 1) * NCCL_RING_STEP_US["nvlink"]) * 1e-6
+    return min(ring, tree)  # NCCL picks the tree when it is faster (large groups, latency bound)
+
+
+def all_reduce(size: float, group: Group, cluster: Cluster) -> float:
+    """Seconds for an all-reduce of `size` bytes on every rank of `group`."""
+    if group.size <= 1 or size <= 0:
+        return 0.0
+    sent = formulas.ring_all_reduce_bytes(size, group.size)
+    return sent / ramp(size, ring_bandwidth(group, cluster)) + latency(group, 2 * (group.size - 1))
+
+
+def all_gather(size: float, group: Group, cluster: Cluster) -> float:
+    """Seconds for an all-gather (or a reduce-scatter) whose whole is `size` bytes."""
+    if group.size <= 1 or size <= 0:
+        return 0.0
+    sent = formulas.all_gather_bytes(size, group.size)
+    return sent / ramp(size, ring_bandwidth(group, cluster)) + latency(group, group.size - 1)
+
+
+reduce_scatter = all_gather
+
+
+def all_to_all(size: float, group: Group, cluster: Cluster) -> float:
+    """Each rank sends (N−1)/N of its `size` bytes, spread over the others; across nodes the node's
+    GPUs all send at once through its egress (scaling book, gpus.md, AllToAll)."""
+    if group.size <= 1 or size <= 0:
+        return 0.0
+    n = group.size
+    nvlink = cluster.gpu.nvlink_bandwidth * NVLINK_BUS_EFFICIENCY
+    inside = (group.per_node - 1) / n * size / nvlink
+    leaving = (n - group.per_node) / n * size
+    network = leaving * cluster.gpus_per_node / (cluster.node_egress * NETWORK_EFFICIENCY) if leaving else 0.0
+    return max(inside, network) + latency(group, 1)
+
+
+def send(size: float, across_nodes: bool, cluster: Cluster) -> float:
+    """A point-to-point send of `size` bytes while every GPU of the node sends its own (pipeline stages)."""
+    if size <= 0:
+        return 0.0
+    if across_nodes:
+        bandwidth = cluster.node_egress * NETWORK_EFFICIENCY / cluster.gpus_per_node
+        return size / bandwidth + (NCCL_RING_BASE_US + NCCL_RING_STEP_US["network"]) * 1e-6
+    return size / (cluster.gpu.nvlink_bandwidth * NVLINK_BUS_EFFICIENCY) + (
+        NCCL_RING_BASE_US + NCCL_RING_STEP_US["nvlink"]) * 1e-6

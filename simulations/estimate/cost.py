@@ -1,0 +1,471 @@
+"""The cost model: one training step of a model, laid out on a cluster, in seconds and bytes.
+
+Compute: every matmul of a layer at the GPU's achievable matmul rate, less the waves its tiles
+leave idle; attention fused (FlashAttention) at its measured fraction of peak, or unfused as two
+batched matmuls and a softmax on a roofline; norms, activations, dropouts and residual adds are
+memory-bound passes over HBM. Backward is twice the forward's matmuls (input and weight
+gradients); recomputation replays the forward (full) or the attention core (selective).
+
+Communication, each collective from `collectives` (its algorithm and its group's placement),
+on a stream beside compute with the dependencies a real step has:
+- TP all-reduces (or all-gathers and reduce-scatters with sequence parallelism) sit on the
+  critical path of the layer in forward; in backward they overlap the weight-gradient matmuls
+  (Korthikanti et al. 2022, sec. 6.2);
+- CP passes K and V around a ring while attention computes (ring attention); EP all-to-alls wait;
+- PP sends an activation per micro-batch to the next stage; the schedule (`schedule.run`) turns
+  the stage durations into a makespan, and its idle time is the bubble;
+- DP reduces the gradients at the end of the step, overlapping the last micro-batch's backward
+  bucket by bucket when `overlap_grad_reduce`; ZeRO-3 gathers each layer's parameters one layer
+  ahead (prefetch), in forward and again in backward, and reduce-scatters its gradients.
+Memory per GPU: simulations.formulas (model states by ZeRO stage, activations per layer).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from simulations import formulas
+from simulations.estimate import collectives, schedule
+from simulations.estimate.collectives import Group, place
+from simulations.estimate.hardware import FLASH_ATTENTION_EFFICIENCY, HBM_EFFICIENCY, Cluster
+from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, validate
+from simulations.estimate.models import Model
+from simulations.scenarios.pipeline_schedules import Action, bubble_formula
+
+BF16 = 2
+TILE_M, TILE_N = 128, 256  # a large bf16 cuBLAS/CUTLASS tile: a matmul runs in waves of these over the SMs
+# The optimizer step per parameter it owns, all memory-bound passes (Megatron-LM's mixed-precision
+# optimizer): the gradient norm reads the fp32 gradient (4); Adam reads gradient, master, m, v (16) and
+# writes master, m, v (12); the updated master is copied into the bf16 weight (read 4, write 2).
+ADAM_BYTES_PER_PARAM = 4 + 16 + 12 + 6
+
+
+@dataclass
+class Estimate:
+    model: Model
+    cluster: Cluster
+    layout: Layout  # with micro_batch and virtual_stages chosen
+    dp: int
+    micro_batches: int
+    step_time_s: float
+    pipeline_s: float
+    bubble_fraction: float
+    exposed_comm_s: float
+    exposed_by_kind: dict[str, float]
+    comm_total_s: dict[str, float]
+    compute_s: float  # busy compute of the busiest stage, step total
+    optimizer_s: float
+    memory_per_gpu_bytes: dict[str, float]
+    tokens_per_s: float
+    model_flops: float
+    comm_bytes_per_gpu: dict[str, float] = field(default_factory=dict)
+    stage_times: dict[str, float] = field(default_factory=dict)
+    spans: list[dict] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.memory_per_gpu_bytes["total"] <= self.cluster.gpu.hbm_bytes
+
+    @property
+    def model_tflops_per_gpu(self) -> float:
+        return self.model_flops / self.step_time_s / self.cluster.gpus / 1e12
+
+    @property
+    def mfu(self) -> float:
+        return self.model_flops / self.step_time_s / self.cluster.gpus / self.cluster.gpu.peak_flops
+
+    def as_dict(self) -> dict:
+        return {
+            "model": self.model.name,
+            "gpu": self.cluster.gpu.name,
+            "gpus": self.cluster.gpus,
+            "gpus_per_node": self.cluster.gpus_per_node,
+            "tp": self.layout.tp, "pp": self.layout.pp, "cp": self.layout.cp, "ep": self.layout.ep, "dp": self.dp,
+            "zero_stage": self.layout.zero_stage,
+            "schedule": self.layout.schedule,
+            "recompute": self.layout.recompute,
+            "global_batch": self.layout.global_batch,
+            "micro_batch": self.layout.micro_batch,
+            "virtual_stages": self.layout.virtual_stages,
+            "micro_batches": self.micro_batches,
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "model_tflops_per_gpu": self.model_tflops_per_gpu,
+            "mfu": self.mfu,
+            "bubble_fraction": self.bubble_fraction,
+            "exposed_comm_s": self.exposed_comm_s,
+            "exposed_comm_by_kind_s": self.exposed_by_kind,
+            "comm_total_s": self.comm_total_s,
+            "compute_s": self.compute_s,
+            "optimizer_s": self.optimizer_s,
+            "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+            "gpu_memory_bytes": self.cluster.gpu.hbm_bytes,
+            "fits": self.fits,
+        }
+
+
+# -- compute ---------------------------------------------------------------------------------------
+
+def matmul_time(m: float, n: float, k: float, cluster: Cluster) -> float:
+    """[m, k] × [k, n] in bf16: the achievable rate, less idle SMs in the last wave; or HBM-bound."""
+    gpu = cluster.gpu
+    tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
+    waves = math.ceil(tiles / gpu.sms)
+    busy = tiles / (waves * gpu.sms)
+    flops = 2 * m * n * k
+    moved = BF16 * (m * k + k * n + m * n)
+    return max(flops / (gpu.matmul_flops * busy), moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
+
+
+def memory_time(moved: float, cluster: Cluster) -> float:
+    return moved / (cluster.gpu.hbm_bandwidth * HBM_EFFICIENCY)
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    forward: float  # compute, one micro-batch, one layer, one GPU
+    backward_input: float  # input gradients and element-wise backward
+    backward_weight: float  # weight-gradient matmuls
+    recompute: float  # replayed in backward
+    tp_forward: float  # TP collectives in forward (exposed)
+    tp_backward: float  # TP collectives in backward (overlap the weight gradients)
+    cp_exposed: float
+    ep_exposed: float
+    attention_core: float  # forward time of attention itself (the part selective recomputation replays)
+
+
+def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
+               tp_group: Group, cp_group: Group, ep_group: Group) -> LayerTime:
+    t, c = layout.tp, layout.cp
+    h, f, s = model.hidden, model.ffn_hidden, model.seq_len
+    tokens = micro_batch * s / c  # rows of every matmul on this rank
+    qkv_cols = (h + 2 * model.kv_heads * model.head_dim) / t
+    ffn_up = f * (2 if model.gated_mlp else 1) / t
+    shapes = [(qkv_cols, h), (h, h / t), (ffn_up, h), (h, f / t)]  # (n, k) of Q/K/V, O, FFN up, FFN down
+    experts = model.top_k if model.experts else 1
+    forward_mm = backward_in = backward_w = 0.0
+    for i, (n, k) in enumerate(shapes):
+        rows = tokens * (experts if i >= 2 else 1)
+        forward_mm += matmul_time(rows, n, k, cluster)
+        backward_in += matmul_time(rows, k, n, cluster)  # dX = dY · Wᵀ
+        backward_w += matmul_time(k, n, rows, cluster)  # dW = Xᵀ · dY
+    # attention core, this rank's heads and queries over the whole context
+    heads = model.heads / t
+    if model.flash_attention:
+        flops = 4 * tokens * s * model.head_dim * heads * 0.5  # causal: the kernel skips masked blocks
+        attn_fwd = flops / (cluster.gpu.peak_flops * FLASH_ATTENTION_EFFICIENCY)
+        attn_bwd = 2.5 * attn_fwd  # recomputes the scores, then dV, dP, dQ, dK: 5 matmuls to forward's 2
+    else:
+        scores = tokens * s * heads * BF16  # this rank's s×s scores, written once by Q·Kᵀ
+        qk = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.matmul_flops,
+                 memory_time(scores + 2 * BF16 * tokens * h / t, cluster))
+        softmax = memory_time(2 * scores, cluster)  # fused scale, mask, softmax: read and write
+        dropout = memory_time(2.5 * scores, cluster) if model.dropout else 0.0  # read, write, 1-byte mask
+        av = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.matmul_flops,
+                 memory_time(scores + 2 * BF16 * tokens * h / t, cluster))
+        attn_fwd = qk + softmax + dropout + av
+        attn_bwd = 2 * (qk + av) + 1.5 * (softmax + dropout)
+    # memory-bound passes over [tokens, h] (replicated on TP ranks without sequence parallelism)
+    sp = t if (layout.sequence_parallel and t > 1) else 1
+    per_row = 2 * 4 * h + 2 * (3.5 if model.dropout else 3) * h  # 2 norms, 2 (dropout +) residual adds
+    per_row_tp = (6 if model.gated_mlp else 4) * f * experts / t  # GeLU or SwiGLU
+    elementwise = memory_time(BF16 / 2 * (tokens * per_row / sp + tokens * per_row_tp), cluster)
+    forward = forward_mm + attn_fwd + elementwise
+    backward_input = backward_in + attn_bwd + 1.5 * elementwise
+    if layout.recompute == "full":
+        recompute = forward
+    elif layout.recompute == "selective" and not model.flash_attention:
+        recompute = attn_fwd
+    else:
+        recompute = 0.0  # FlashAttention recomputes its scores inside its own backward already
+    # TP: two collectives of the [tokens, h] activation each way
+    activation = tokens * h * BF16
+    if t > 1:
+        if layout.sequence_parallel:
+            one = collectives.all_gather(activation, tp_group, cluster) + collectives.reduce_scatter(
+                activation, tp_group, cluster)
+        else:
+            one = collectives.all_reduce(activation, tp_group, cluster)
+        tp_forward, tp_backward = 2 * one, 2 * one
+    else:
+        tp_forward = tp_backward = 0.0
+    cp_exposed = 0.0
+    if c > 1:  # ring attention: c − 1 hops of this rank's K and V, hidden behind the attention compute
+        kv = 2 * tokens * model.kv_heads / max(1, min(t, model.kv_heads)) * model.head_dim * BF16
+        hops = (c - 1) * collectives.send(kv, cp_group.crosses_nodes, cluster)
+        cp_exposed = max(0.0, hops - attn_fwd) + max(0.0, 2 * hops - attn_bwd)
+    ep_exposed = 0.0
+    if model.experts and layout.ep > 1:  # dispatch and combine, forward and backward
+        ep_exposed = 4 * collectives.all_to_all(activation * model.top_k, ep_group, cluster)
+    return LayerTime(forward, backward_input, backward_w, recompute, tp_forward, tp_backward, cp_exposed,
+                     ep_exposed, attn_fwd)
+
+
+# -- data-parallel traffic ------------------------------------------------------------------------
+
+def data_parallel_traffic(psi: float, zero_stage: int, ranks: int, grad_accumulation: int = 1,
+                          grad_bytes: int = BF16, param_bytes: int = BF16) -> dict[str, float]:
+    """Bytes each rank hands to each collective per optimizer step, as the live runs trace them
+    (all-reduce and reduce-scatter: the whole buffer; all-gather: the rank's shard).
+
+    Counting an all-reduce as 2S, a reduce-scatter as S and an all-gather as N × its shard gives the
+    ZeRO paper's volume, formulas.zero_comm_elements: 2Ψ (stages 0, 1), (g + 1)Ψ (2), 3gΨ (3).
+    """
+    g = grad_accumulation
+    if ranks <= 1:
+        return {}
+    if zero_stage == 0:
+        return {"all_reduce": psi * grad_bytes}
+    if zero_stage == 1:
+        return {"reduce_scatter": psi * grad_bytes, "all_gather": psi * param_bytes / ranks}
+    if zero_stage == 2:
+        return {"reduce_scatter": g * psi * grad_bytes, "all_gather": psi * param_bytes / ranks}
+    return {"all_gather": 2 * g * psi * param_bytes / ranks, "reduce_scatter": g * psi * grad_bytes}
+
+
+def wire_bytes(traffic: dict[str, float], ranks: int) -> float:
+    """Bytes one rank sends on the wire for `traffic` in ring algorithms (formulas' ring counts)."""
+    return (formulas.ring_all_reduce_bytes(traffic.get("all_reduce", 0.0), ranks)
+            + formulas.all_gather_bytes(traffic.get("reduce_scatter", 0.0), ranks)
+            + formulas.all_gather_bytes(traffic.get("all_gather", 0.0) * ranks, ranks))
+
+
+# -- the step --------------------------------------------------------------------------------------
+
+def groups(cluster: Cluster, layout: Layout) -> dict[str, Group]:
+    """Megatron-LM's rank order, fastest first: TP, CP, DP, PP; EP within DP·CP."""
+    n = cluster.gpus_per_node
+    t, c, p = layout.tp, layout.cp, layout.pp
+    dp = layout.dp(cluster.gpus)
+    return {"tp": place(t, 1, n), "cp": place(c, t, n), "dp": place(dp, t * c, n),
+            "ep": place(layout.ep, t, n), "pp": place(p, t * c * dp, n)}
+
+
+def layer_params_local(model: Model, layout: Layout) -> float:
+    """One layer's parameters on one GPU: attention split over TP, experts also over EP."""
+    ffn = (3 if model.gated_mlp else 2) * model.hidden * model.ffn_hidden * max(1, model.experts)
+    attn = model.layer_params() - ffn
+    return (attn + ffn / (layout.ep if model.experts else 1)) / layout.tp
+
+
+def stage_params(model: Model, layout: Layout, stage: int) -> float:
+    """Parameters one GPU of `stage` holds: its layers' share, plus an embedding on the first and the
+    output layer on the last stage, all split over TP (and the experts over EP)."""
+    p = layout.pp
+    embeddings = (stage == 0) + (stage == p - 1)
+    return model.layers / p * layer_params_local(model, layout) + embeddings * model.vocab * model.hidden / layout.tp
+
+
+def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
+    """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations."""
+    dp = layout.dp(cluster.gpus)
+    t, p, c = layout.tp, layout.pp, layout.cp
+    recompute = layout.recompute
+    if recompute == "none" and model.flash_attention:
+        recompute = "selective"  # FlashAttention never stores the s×s scores (REFERENCE.md)
+    per_layer = formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads, t,
+                                                    recompute, layout.sequence_parallel)
+    if model.gated_mlp:  # Korthikanti's 34 counts a 4h GeLU MLP; SwiGLU keeps two f-wide inputs and an output
+        per_layer *= (34 + 6 * (model.ffn_hidden / model.hidden - 4)) / 34 if recompute != "full" else 1
+    layers = model.layers / p
+    if layout.schedule == "gpipe":
+        in_flight = m
+    else:
+        in_flight = min(p, m) * (1 + (p - 1) / (p * v) if v > 1 else 1)
+    best = None
+    for stage in {0, p - 1}:
+        states = formulas.model_state_bytes(stage_params(model, layout, stage), "bf16", layout.zero_stage, dp * c)
+        acts = per_layer * layers * in_flight if stage == 0 else per_layer * layers * min(in_flight, max(1, v))
+        if recompute == "full":  # the layer being replayed holds its whole activations for a moment
+            acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
+                                                        t, "selective", layout.sequence_parallel)
+        if stage == p - 1:  # logits in bf16 and their fp32 softmax, this rank's vocabulary share
+            acts += micro_batch * model.seq_len / c * model.vocab / t * (BF16 + 4)
+        if layout.zero_stage == 3:  # the gathered layer and the one prefetched
+            states["parameters"] += 2 * BF16 * model.layer_params() / t
+        roles = {**states, "activations": acts}
+        roles["total"] = sum(roles.values())
+        if best is None or roles["total"] > best["total"]:
+            best = roles
+    return best
+
+
+def estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = False) -> Estimate:
+    """Estimate one step. `layout.micro_batch` / `virtual_stages` None: the fastest that fits."""
+    validate(model, cluster, layout)
+    if layout.micro_batch is None or layout.virtual_stages is None:
+        return choose(model, cluster, layout, keep_spans)
+    return _estimate(model, cluster, layout, keep_spans)
+
+
+def choose(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = False) -> Estimate:
+    """`auto`: try every micro-batch size dividing the per-replica batch and every virtual-stage count;
+    keep the fastest that fits in memory (the smallest footprint when none fits)."""
+    dp = layout.dp(cluster.gpus)
+    per_replica = layout.global_batch // dp
+    sizes = [layout.micro_batch] if layout.micro_batch else [b for b in range(1, min(per_replica, 64) + 1)
+                                                             if per_replica % b == 0]
+    if layout.virtual_stages:
+        vs = [layout.virtual_stages]
+    elif layout.schedule == "interleaved_1f1b" and layout.pp > 1:
+        per_stage = model.layers // layout.pp
+        vs = [v for v in range(1, per_stage + 1) if per_stage % v == 0]
+    else:
+        vs = [1]
+    candidates = []
+    for b in sizes:
+        for v in vs:
+            trial = replace(layout, micro_batch=b, virtual_stages=v)
+            try:
+                check_micro_batches(trial, per_replica // b)
+            except LayoutError:
+                continue
+            candidates.append(_estimate(model, cluster, trial, False))
+    if not candidates:
+        raise LayoutError("micro_batch", "no micro-batch size gives interleaved_1f1b a multiple of pp micro-batches")
+    fitting = [e for e in candidates if e.fits]
+    best = min(fitting, key=lambda e: e.step_time_s) if fitting else min(
+        candidates, key=lambda e: e.memory_per_gpu_bytes["total"])
+    return _estimate(model, cluster, best.layout, keep_spans) if keep_spans else best
+
+
+def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, fast: bool = False) -> Estimate:
+    t, p, c = layout.tp, layout.pp, layout.cp
+    b, v = layout.micro_batch, layout.virtual_stages
+    dp = layout.dp(cluster.gpus)
+    m = layout.global_batch // dp // b
+    g = groups(cluster, layout)
+    lt = layer_time(model, layout, cluster, b, g["tp"], g["cp"], g["ep"])
+    tokens = b * model.seq_len / c
+    # ZeRO-3: gather each layer's weights before its forward and again before its backward, and
+    # reduce-scatter its gradients after, one layer ahead of compute (prefetch)
+    zero3_f = zero3_b = 0.0
+    if layout.zero_stage == 3 and dp * c > 1:
+        weights = BF16 * layer_params_local(model, layout)
+        z3_gather = collectives.all_gather(weights, place(dp * c, t, cluster.gpus_per_node), cluster)
+        z3_scatter = collectives.reduce_scatter(weights * layout.grad_reduce_bytes / BF16,
+                                                place(dp * c, t, cluster.gpus_per_node), cluster)
+        zero3_f = max(0.0, z3_gather - lt.forward - lt.tp_forward)
+        zero3_b = max(0.0, z3_gather + z3_scatter - lt.backward_input - lt.backward_weight - lt.recompute)
+    layers_per_chunk = math.ceil(model.layers / (p * v))  # uneven splits: the busiest stage sets the pace
+    f_layer = lt.forward + lt.tp_forward + lt.cp_exposed / 3 + lt.ep_exposed / 2 + zero3_f
+    tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight)
+    bi_layer = lt.backward_input + lt.recompute + tp_bwd_exposed + 2 * lt.cp_exposed / 3 + lt.ep_exposed / 2
+    if layout.recompute == "full":
+        bi_layer += lt.tp_forward  # the replayed forward communicates again
+    bw_layer = lt.backward_weight + zero3_b
+    # the first and last stages also run the embedding and the output layer with its loss
+    logits_f = matmul_time(tokens, model.vocab / t, model.hidden, cluster) + memory_time(
+        tokens * model.vocab / t * (BF16 + 4) * 2, cluster)
+    logits_b = matmul_time(tokens, model.hidden, model.vocab / t, cluster) + matmul_time(
+        model.hidden, model.vocab / t, tokens, cluster)
+    stages = p * v
+    dur = {"F": [f_layer * layers_per_chunk] * stages, "B": [bi_layer * layers_per_chunk] * stages,
+           "W": [bw_layer * layers_per_chunk] * stages}
+    dur["F"][-1] += logits_f
+    dur["B"][-1] += logits_b / 2
+    dur["W"][-1] += logits_b / 2
+    if layout.schedule != "zero_bubble":  # B carries the weight gradients too
+        dur["B"] = [x + y for x, y in zip(dur["B"], dur["W"])]
+    act = tokens * model.hidden * BF16 / t  # each TP rank sends its 1/t (SP, or Megatron's scatter/gather)
+    hop = collectives.send(act, g["pp"].crosses_nodes, cluster) if p > 1 else 0.0
+    timed = pipeline_time(layout.schedule, p, m, v, dur, hop, keep_spans, fast)
+    # DP: gradients of the stage, at the end of the step
+    grads = stage_params(model, layout, 0)
+    dp_group = place(dp * c, t, cluster.gpus_per_node)
+    last_backward = dur["B"][0] + (dur["W"][0] if layout.schedule == "zero_bubble" else 0.0)
+    comm_total = {"tp": 2 * (lt.tp_forward + lt.tp_backward) * model.layers / p * m, "dp": 0.0, "pp": 2 * hop * m * v,
+                  "zero3": 0.0, "cp": 0.0, "ep": lt.ep_exposed * model.layers / p * m}
+    exposed = {"tp": (lt.tp_forward * (2 if layout.recompute == "full" else 1) + tp_bwd_exposed) * model.layers / p * m,
+               "cp": lt.cp_exposed * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
+               "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
+    traffic = data_parallel_traffic(grads, layout.zero_stage, dp * c, m, layout.grad_reduce_bytes, BF16)
+    if dp * c > 1 and layout.zero_stage < 3:
+        if layout.zero_stage == 0:
+            reduce = collectives.all_reduce(traffic["all_reduce"], dp_group, cluster)
+            gather = 0.0
+        else:
+            per_reduce = traffic["reduce_scatter"] / (m if layout.zero_stage == 2 else 1)
+            reduce = collectives.reduce_scatter(per_reduce, dp_group, cluster)
+            gather = collectives.all_gather(traffic["all_gather"] * dp * c, dp_group, cluster)
+        if layout.zero_stage == 2 and m > 1:  # a reduce-scatter after every micro-batch's backward, overlapped
+            per_mb = max(0.0, reduce - last_backward)
+            reduce_exposed = per_mb * (m - 1) + (reduce / layers_per_chunk if layout.overlap_grad_reduce else reduce)
+        elif layout.overlap_grad_reduce:  # buckets reduced while the last backward goes on; the last bucket waits
+            reduce_exposed = max(0.0, reduce - last_backward) + reduce / max(1.0, layers_per_chunk)
+        else:
+            reduce_exposed = reduce
+        exposed["dp"] = reduce_exposed + (0.0 if layout.overlap_param_gather else gather)
+        comm_total["dp"] = reduce + gather
+    elif layout.zero_stage == 3 and dp * c > 1:
+        comm_total["zero3"] = (2 * z3_gather + z3_scatter) * model.layers / p * m
+    optimizer_params = grads / (dp * c if layout.zero_stage >= 1 else 1)
+    optimizer = memory_time(optimizer_params * ADAM_BYTES_PER_PARAM, cluster)
+    step = timed.makespan + exposed["dp"] + optimizer
+    exposed["pp"] = max(0.0, timed.makespan - (sum(dur["F"]) + sum(dur["B"]) + sum(dur["W"]) * (
+        layout.schedule == "zero_bubble")) * m / p) if p > 1 else 0.0
+    exposed_total = sum(v for k, v in exposed.items() if k != "pp")
+    compute = (lt.forward + lt.backward_input + lt.backward_weight + lt.recompute) * model.layers / p * m
+    mem = memory(model, layout, cluster, b, m, v)
+    activation_bytes = tokens * model.hidden * BF16
+    tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m  # 2 forward (+ 2 replayed), 2 backward
+    per_op = (2 * formulas.all_gather_bytes(activation_bytes, t) if layout.sequence_parallel
+              else formulas.ring_all_reduce_bytes(activation_bytes, t))
+    wire = {"dp": wire_bytes(traffic, dp * c), "tp": tp_ops * per_op if t > 1 else 0.0,
+            "pp": 2 * m * v * act if p > 1 else 0.0}
+    spans = []
+    if keep_spans:
+        for r, action, start, end in timed.spans:
+            spans.append({"stream": "compute", "rank": r, "kind": action.kind, "stage": action.stage,
+                          "mb": action.mb, "start": start, "end": end})
+        if exposed["dp"] or comm_total["dp"]:
+            spans.append({"stream": "comm", "rank": 0, "kind": "dp", "stage": 0, "mb": -1,
+                          "start": max(0.0, timed.makespan - min(comm_total["dp"], last_backward)),
+                          "end": timed.makespan + exposed["dp"]})
+    return Estimate(
+        model=model, cluster=cluster, layout=layout, dp=dp, micro_batches=m, step_time_s=step,
+        pipeline_s=timed.makespan, bubble_fraction=timed.bubble_fraction, exposed_comm_s=exposed_total,
+        exposed_by_kind=exposed, comm_total_s=comm_total, compute_s=compute, optimizer_s=optimizer,
+        memory_per_gpu_bytes=mem, tokens_per_s=layout.global_batch * model.seq_len / step,
+        model_flops=model.model_flops(layout.global_batch * model.seq_len),
+        comm_bytes_per_gpu=wire,
+        stage_times={"forward": dur["F"][0], "backward": dur["B"][0], "weight": dur["W"][0], "hop": hop},
+        spans=spans)
+
+
+MAX_TIMED_ACTIONS = 20_000
+
+
+def pipeline_time(kind: str, p: int, m: int, v: int, dur: dict[str, list[float]], hop: float,
+                  keep_spans: bool, fast: bool = False) -> schedule.Timed:
+    """The schedule on a clock; past MAX_TIMED_ACTIONS actions, the same schedule with fewer micro-batches
+    scaled up (its steady state is periodic). `fast` (the layout search): the schedule's bubble formula
+    (pipeline_schedules.bubble_formula, exact for uniform stages) plus the hops of warm-up and drain."""
+    if p == 1:
+        per = dur["F"][0] + dur["B"][0] + (dur["W"][0] if kind == "zero_bubble" else 0.0)
+        total = sum(dur["F"]) + sum(dur["B"]) + (sum(dur["W"]) if kind == "zero_bubble" else 0.0)
+        spans = []
+        if keep_spans:
+            for i in range(m):
+                spans.append((0, Action("F", 0, i), i * per, i * per + dur["F"][0]))
+                spans.append((0, Action("B", 0, i), i * per + dur["F"][0], (i + 1) * per))
+        return schedule.Timed(total * m, [total * m], spans)
+    if fast:
+        busy = m * max(sum(dur["F"][r::p]) + sum(dur["B"][r::p])
+                       + (sum(dur["W"][r::p]) if kind == "zero_bubble" else 0.0) for r in range(p))
+        num, den = bubble_formula(kind, p, m, v)
+        idle = busy * num / (den - num) + 2 * (p - 1) * hop
+        return schedule.Timed(busy + idle, [busy] * p, [])
+    actions = p * m * v * (3 if kind == "zero_bubble" else 2)
+    if actions <= MAX_TIMED_ACTIONS or keep_spans:
+        return schedule.run(kind, p, m, v, dur, hop, keep_spans)
+    rounds = max(2, MAX_TIMED_ACTIONS // (p * v * 3))
+    small_m = max(p, (rounds // p) * p) if kind == "interleaved_1f1b" else rounds
+    small_m = min(small_m, m)
+    small = schedule.run(kind, p, small_m, v, dur, hop)
+    per_mb = sum(small.busy) / p / small_m
+    idle = small.makespan - per_mb * small_m  # warm-up and drain: independent of m
+    makespan = per_mb * m + idle
+    return schedule.Timed(makespan, [per_mb * m] * p, [])

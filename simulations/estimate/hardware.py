@@ -1,0 +1,119 @@
+"""The hardware catalog: what a GPU and a node can do, on paper and in practice.
+
+Spec-sheet figures (peak, HBM, NVLink, NICs) and the fractions of them software reaches, each
+read once from a published measurement and never adjusted to the training runs the estimator is
+validated against (tests/unit/test_estimate_validation.py).
+
+| figure | value | source |
+|---|---|---|
+| A100 SXM 80 GB: bf16 dense peak 312 TFLOP/s, HBM2e 2.039 TB/s, 80 GB, NVLink 3 600 GB/s (300 per direction), 108 SMs | | NVIDIA A100 datasheet; scaling book gpus.md "Summary of GPU specs" |
+| H100 SXM 80 GB: 989 TFLOP/s, HBM3 3.35 TB/s, 80 GB, NVLink 4 450 GB/s per direction, 132 SMs | | NVIDIA H100 datasheet; scaling book gpus.md |
+| H200 SXM: as H100, HBM3e 4.8 TB/s, 141 GB | | NVIDIA H200 datasheet; scaling book gpus.md |
+| B200 SXM: 2250 TFLOP/s, HBM3e 8 TB/s, 180 GB usable (192 GiB physical), NVLink 5 900 GB/s per direction, 148 SMs | | ml-engineering compute/accelerator README (MAMF table "Theory", memory table); scaling book gpus.md |
+| node egress: DGX A100 8 × 200 Gb/s HDR = 200 GB/s; DGX H100/H200/B200 8 × 400 Gb/s NDR = 400 GB/s | | scaling book gpus.md "Beyond the node level" (node egress table); Korthikanti et al. 2022 sec. 6 (Selene: 8 × 200 Gb/s HDR per node) |
+| largest achievable bf16 matmul (MAMF): A100 SXM 271.2 (86.9 %), H100 SXM 794.5 (80.3 %, "H200 is the same"), B200 1745.0 (77.6 %) TFLOP/s | | S. Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table" (mamf-finder.py) |
+| NCCL all-reduce bus bandwidth in an 8 × H100 node: about 370 GB/s of 450 (82 %) for large messages | 0.82 | scaling book gpus.md, "Empirical measurements" (SHARP off) |
+| FlashAttention: FA2 reaches 50-73 % of peak on A100 (forward), FA3 up to 75 % on H100 (forward, bf16); backward lower | 0.6 | Dao 2023 (arXiv:2307.08691) abstract; Shah et al. 2024 (arXiv:2407.08608) |
+| NCCL all-reduce on 8 × H100 reaches about 150 GB/s at 58 MB against 370 GB/s for 10 GB messages: half the large-message bandwidth at about 85 MB; the half-bandwidth size scales with the link's bandwidth (bandwidth × a fixed pipeline depth of latency) | 85 MB at 450 GB/s | scaling book gpus.md, "Empirical measurements" |
+| NCCL latency model (Simple protocol): ring base 8.4 µs, + 5.7 µs per NVLink step, + 6.6 µs per network step; tree + 28 µs (NVLink) / 50 µs (network) per level | | NVIDIA/nccl src/graph/tuning.cc, baseLat and hwLat |
+
+Assumptions (no published microbenchmark read for them; stated so that they can be checked):
+- achievable HBM bandwidth for streaming element-wise kernels: 0.85 of the spec sheet (`HBM_EFFICIENCY`);
+- the network reaches the same fraction of its line rate as NVLink does in the measurement above (0.82);
+- the NVLink fraction measured on H100 holds for A100 and B200 too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+GB = 10**9
+TFLOP = 10**12
+
+NVLINK_BUS_EFFICIENCY = 370 / 450  # 8 × H100 all-reduce bus bandwidth, large messages (scaling book, gpus.md)
+NETWORK_EFFICIENCY = NVLINK_BUS_EFFICIENCY  # assumption: same fraction of the NICs' line rate
+HBM_EFFICIENCY = 0.85  # assumption: streaming element-wise kernels
+FLASH_ATTENTION_EFFICIENCY = 0.6  # FA2 50-73 % on A100, FA3 up to 75 % forward on H100 (backward lower)
+
+# Message size at which an NCCL collective gets half its large-message bandwidth, for a 450 GB/s link:
+# 58 MB runs at 150 of 370 GB/s on 8 × H100 (scaling book, gpus.md), so 58 MB · (370/150 − 1) ≈ 85 MB.
+HALF_BANDWIDTH_BYTES_AT_450 = 58e6 * (370 / 150 - 1)
+
+# NCCL's own latency model, microseconds (NVIDIA/nccl src/graph/tuning.cc, Simple protocol).
+NCCL_RING_BASE_US = 8.4
+NCCL_RING_STEP_US = {"nvlink": 5.7, "network": 6.6}
+NCCL_TREE_STEP_US = {"nvlink": 28.0, "network": 50.0}
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator: spec-sheet peaks and the measured fraction of its matmul peak."""
+
+    name: str
+    title: str
+    peak_flops: float  # dense bf16, FLOP/s
+    matmul_flops: float  # largest achievable bf16 matmul (MAMF), FLOP/s
+    hbm_bytes: float  # capacity
+    hbm_bandwidth: float  # bytes/s, spec sheet
+    nvlink_bandwidth: float  # bytes/s per GPU, one direction
+    sms: int  # streaming multiprocessors: the waves a matmul's tiles are scheduled in
+    node_egress: float  # bytes/s leaving a node of 8 of these over the network (sum of its NICs)
+    gpus_per_node: int = 8
+
+    @property
+    def matmul_efficiency(self) -> float:
+        return self.matmul_flops / self.peak_flops
+
+
+GPUS: dict[str, GPU] = {
+    "a100-80gb": GPU("a100-80gb", "A100 SXM 80 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
+                     hbm_bytes=80 * GB, hbm_bandwidth=2039 * GB, nvlink_bandwidth=300 * GB, sms=108,
+                     node_egress=8 * 200 / 8 * GB),
+    "h100-80gb": GPU("h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
+                     hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,
+                     node_egress=8 * 400 / 8 * GB),
+    "h200": GPU("h200", "H200 SXM 141 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
+                hbm_bytes=141 * GB, hbm_bandwidth=4800 * GB, nvlink_bandwidth=450 * GB, sms=132,
+                node_egress=8 * 400 / 8 * GB),
+    "b200": GPU("b200", "B200 SXM 180 GB", peak_flops=2250 * TFLOP, matmul_flops=1745.0 * TFLOP,
+                hbm_bytes=180 * GB, hbm_bandwidth=8000 * GB, nvlink_bandwidth=900 * GB, sms=148,
+                node_egress=8 * 400 / 8 * GB),
+}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """`gpus` of one kind, `gpus_per_node` to a node on one NVLink switch, nodes on a fat tree.
+
+    `node_egress` (bytes/s) is what leaves one node over the network, all its NICs together:
+    a fat tree gives every node that much to any other (scaling book, gpus.md).
+    """
+
+    gpu: GPU
+    gpus: int
+    gpus_per_node: int
+    node_egress: float
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.gpus // self.gpus_per_node)
+
+
+class UnknownGPU(KeyError):
+    pass
+
+
+def cluster(gpu: str = "h100-80gb", gpus: int = 8, gpus_per_node: int | None = None,
+            node_egress: float | None = None) -> Cluster:
+    """A cluster of a catalog GPU; node egress scales with the GPUs (one NIC each) unless given."""
+    try:
+        kind = GPUS[gpu]
+    except KeyError:
+        raise UnknownGPU(gpu) from None
+    per_node = gpus_per_node or kind.gpus_per_node
+    egress = node_egress if node_egress is not None else kind.node_egress * per_node / kind.gpus_per_node
+    return Cluster(kind, gpus, per_node, egress)
+
+
+def with_gpu(c: Cluster, **changes) -> Cluster:
+    return replace(c, gpu=replace(c.gpu, **changes))

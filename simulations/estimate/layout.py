@@ -1,0 +1,117 @@
+"""A parallel layout, and the rules that make one valid for a model and a cluster.
+
+Rank order, fastest-varying first, as Megatron-LM builds its groups: TP, CP, DP (EP splits the DP
+ranks of the MoE layers), PP. So TP groups sit inside a node, and PP stages are the furthest apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from simulations.estimate.hardware import Cluster
+from simulations.estimate.models import Model
+
+Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
+Recompute = Literal["none", "selective", "full"]
+SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "zero_bubble")
+
+
+class LayoutError(ValueError):
+    """An impossible layout: `field` names the parameter at fault, the message the constraint."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero_stage: int = 1
+    schedule: Schedule = "1f1b"
+    virtual_stages: int | None = 1  # None: auto
+    micro_batch: int | None = 1  # sequences per micro-batch; None: auto
+    global_batch: int = 1024  # sequences per optimizer step
+    recompute: Recompute = "selective"
+    sequence_parallel: bool = True  # with tp > 1 (Korthikanti et al.)
+    overlap_grad_reduce: bool = True  # DP gradient reduction on its own stream during backward
+    overlap_param_gather: bool = True  # ZeRO-1/2 parameter all-gather hidden behind the next forward
+    grad_reduce_bytes: int = 2  # bytes per gradient element on the wire (bf16; 4 for fp32)
+
+    def dp(self, gpus: int) -> int:
+        return gpus // (self.tp * self.pp * self.cp)
+
+
+def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
+    """Raise LayoutError naming the first field that breaks a rule."""
+    t, p, c, e = layout.tp, layout.pp, layout.cp, layout.ep
+    for name, value in (("tp", t), ("pp", p), ("cp", c), ("ep", e)):
+        if value < 1:
+            raise LayoutError(name, f"must be ≥ 1, got {value}")
+    if cluster.gpus < 1:
+        raise LayoutError("gpus", f"must be ≥ 1, got {cluster.gpus}")
+    if model.heads % t:
+        raise LayoutError("tp", f"must divide the attention heads ({model.heads}), got {t}")
+    if model.kv_heads % t and t % model.kv_heads:
+        raise LayoutError("tp", f"must divide the key/value heads ({model.kv_heads}) or be a multiple of them, got {t}")
+    if model.ffn_hidden % t:
+        raise LayoutError("tp", f"must divide the FFN hidden size ({model.ffn_hidden}), got {t}")
+    if cluster.gpus % (t * p * c):
+        raise LayoutError("gpus", f"must be a multiple of tp·pp·cp = {t * p * c}, got {cluster.gpus}")
+    if p > model.layers:
+        raise LayoutError("pp", f"must be at most the layers ({model.layers}), got {p}")
+    if model.seq_len % (2 * c) and c > 1:
+        raise LayoutError("cp", f"2·cp must divide the sequence length ({model.seq_len}), got cp = {c}")
+    dp = layout.dp(cluster.gpus)
+    if e > 1 and not model.experts:
+        raise LayoutError("ep", "expert parallelism needs a mixture-of-experts model (experts > 0)")
+    if model.experts and (model.experts % e or dp * c % e):
+        raise LayoutError("ep", f"must divide the experts ({model.experts}) and dp·cp ({dp * c}), got {e}")
+    if layout.zero_stage not in (0, 1, 2, 3):
+        raise LayoutError("zero_stage", f"must be 0, 1, 2 or 3, got {layout.zero_stage}")
+    if layout.schedule not in SCHEDULES:
+        raise LayoutError("schedule", f"must be one of {', '.join(SCHEDULES)}, got {layout.schedule!r}")
+    if layout.recompute not in ("none", "selective", "full"):
+        raise LayoutError("recompute", f"must be none, selective or full, got {layout.recompute!r}")
+    if layout.global_batch < 1 or layout.global_batch % dp:
+        raise LayoutError("global_batch", f"must be a positive multiple of dp = {dp}, got {layout.global_batch}")
+    per_replica = layout.global_batch // dp
+    if layout.micro_batch is not None:
+        if layout.micro_batch < 1 or per_replica % layout.micro_batch:
+            raise LayoutError("micro_batch", f"must divide the sequences per data-parallel replica "
+                                             f"(global_batch/dp = {per_replica}), got {layout.micro_batch}")
+        check_micro_batches(layout, per_replica // layout.micro_batch)
+    v = layout.virtual_stages
+    if v is not None:
+        if v < 1:
+            raise LayoutError("virtual_stages", f"must be ≥ 1, got {v}")
+        if v > 1 and layout.schedule != "interleaved_1f1b":
+            raise LayoutError("virtual_stages", f"more than 1 needs schedule interleaved_1f1b, got {layout.schedule}")
+        if p * v > model.layers:
+            raise LayoutError("virtual_stages", f"pp·virtual_stages must be at most the layers ({model.layers}), "
+                                                f"got {p}·{v}")
+
+
+def check_micro_batches(layout: Layout, m: int) -> None:
+    """Schedules' own rules: interleaved 1F1B runs rounds of pp micro-batches (Megatron-LM)."""
+    if layout.schedule == "interleaved_1f1b" and layout.pp > 1 and m % layout.pp:
+        raise LayoutError("micro_batch", f"interleaved_1f1b needs the micro-batches per step "
+                                         f"({m}) to be a multiple of pp ({layout.pp})")
+
+
+def parse_auto(field: str, value: int | str | None) -> int | None:
+    """`auto` (or None) -> None; otherwise a positive integer, or LayoutError naming `field`."""
+    if value is None or value == "auto":
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise LayoutError(field, f"must be auto or a positive integer, got {value!r}") from None
+    if number < 1:
+        raise LayoutError(field, f"must be auto or ≥ 1, got {number}")
+    return number

@@ -1,0 +1,79 @@
+"""The layout search: every TP·PP·CP (DP the rest), schedule and ZeRO stage that a cluster allows,
+each with its fastest micro-batch and virtual-stage count; ranked by step time among those that fit.
+
+The whole grid is estimated with the schedules' bubble formulas (fast); the best few are then
+re-estimated with the timed schedule, and the ranking is theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from simulations.estimate.cost import Estimate, _estimate
+from simulations.estimate.hardware import Cluster
+from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, validate
+from simulations.estimate.models import Model
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, x = [], 1
+    while x <= limit:
+        out.append(x)
+        x *= 2
+    return out
+
+
+def candidates(model: Model, cluster: Cluster, base: Layout) -> list[Layout]:
+    """Valid layouts: TP within a node, PP and CP powers of two, ZeRO 1 or 3, 1F1B or interleaved."""
+    out = []
+    n = cluster.gpus
+    for tp in _powers_of_two(min(cluster.gpus_per_node, model.heads)):
+        for pp in _powers_of_two(min(model.layers, n // tp)):
+            for cp in _powers_of_two(min(16, n // (tp * pp))):
+                if n % (tp * pp * cp):
+                    continue
+                for schedule in (("1f1b", "interleaved_1f1b") if pp > 1 else ("1f1b",)):
+                    for zero in (1, 3) if pp == 1 else (1,):
+                        layout = replace(base, tp=tp, pp=pp, cp=cp, zero_stage=zero, schedule=schedule,
+                                         micro_batch=None, virtual_stages=None if schedule == "interleaved_1f1b" else 1)
+                        try:
+                            validate(model, cluster, layout)
+                        except LayoutError:
+                            continue
+                        out.append(layout)
+    return out
+
+
+def best_of(model: Model, cluster: Cluster, layout: Layout, fast: bool) -> Estimate | None:
+    """The layout's fastest micro-batch size and virtual-stage count that fit; None if nothing fits."""
+    dp = layout.dp(cluster.gpus)
+    per_replica = layout.global_batch // dp
+    sizes = [b for b in (1, 2, 4, 8) if per_replica % b == 0]
+    if layout.schedule == "interleaved_1f1b":
+        per_stage = model.layers // layout.pp
+        vs = [v for v in (2, 3, 4, 6, 8) if v <= per_stage]
+    else:
+        vs = [1]
+    best = None
+    for b in sizes:
+        for v in vs:
+            trial = replace(layout, micro_batch=b, virtual_stages=v)
+            try:
+                check_micro_batches(trial, per_replica // b)
+            except LayoutError:
+                continue
+            e = _estimate(model, cluster, trial, False, fast=fast)
+            if e.fits and (best is None or e.step_time_s < best.step_time_s):
+                best = e
+    return best
+
+
+def search(model: Model, cluster: Cluster, base: Layout | None = None, top: int = 5) -> list[Estimate]:
+    """The `top` fastest layouts that fit, fastest first."""
+    base = base or Layout()
+    found = [e for layout in candidates(model, cluster, base) if (e := best_of(model, cluster, layout, True))]
+    found.sort(key=lambda e: e.step_time_s)
+    exact = [_estimate(model, cluster, e.layout, False) for e in found[: 3 * top]]
+    exact = [e for e in exact if e.fits]
+    exact.sort(key=lambda e: e.step_time_s)
+    return exact[:top]

@@ -1,0 +1,58 @@
+"""From flat options (the CLI's flags, the API's query) to a model, a cluster and a layout."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from simulations.estimate.hardware import GPUS, Cluster, cluster
+from simulations.estimate.layout import Layout, LayoutError, parse_auto, validate
+from simulations.estimate.models import MODELS, Model
+
+SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len")
+
+
+def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int | None = None,
+          heads: int | None = None, kv_heads: int | None = None, ffn_hidden: int | None = None,
+          vocab: int | None = None, seq_len: int | None = None, gpu: str = "h100-80gb", gpus: int = 1024,
+          gpus_per_node: int = 8, tp: int = 8, pp: int = 1, cp: int = 1, ep: int = 1, zero_stage: int = 1,
+          schedule: str = "1f1b", virtual_stages: int | str | None = "auto", micro_batch: int | str | None = "auto",
+          global_batch: int = 1024, recompute: str = "selective") -> tuple[Model, Cluster, Layout]:
+    """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
+    every shape field; raises LayoutError naming the field at fault."""
+    shape = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
+                 seq_len=seq_len)
+    if model == "custom":
+        missing = [k for k in SHAPE_FIELDS if shape[k] is None and k not in ("kv_heads", "ffn_hidden")]
+        if missing:
+            raise LayoutError(missing[0], f"model=custom needs {', '.join(missing)}")
+        shape["kv_heads"] = shape["kv_heads"] or shape["heads"]
+        shape["ffn_hidden"] = shape["ffn_hidden"] or 4 * shape["hidden"]
+        spec = Model("custom", **shape, gated_mlp=False, dropout=False, flash_attention=True)
+    elif model in MODELS:
+        spec = replace(MODELS[model], **{k: v for k, v in shape.items() if v is not None})
+    else:
+        raise LayoutError("model", f"must be one of {', '.join([*MODELS, 'custom'])}, got {model!r}")
+    for name in SHAPE_FIELDS:
+        if getattr(spec, name) < 1:
+            raise LayoutError(name, f"must be ≥ 1, got {getattr(spec, name)}")
+    if spec.hidden % spec.heads:
+        raise LayoutError("heads", f"must divide hidden ({spec.hidden}), got {spec.heads}")
+    if spec.heads % spec.kv_heads:
+        raise LayoutError("kv_heads", f"must divide heads ({spec.heads}), got {spec.kv_heads}")
+    if gpu not in GPUS:
+        raise LayoutError("gpu", f"must be one of {', '.join(GPUS)}, got {gpu!r}")
+    if gpus_per_node < 1 or gpus_per_node > 72:
+        raise LayoutError("gpus_per_node", f"must be 1..72, got {gpus_per_node}")
+    if gpus % gpus_per_node and gpus > gpus_per_node:
+        raise LayoutError("gpus", f"must fill whole nodes: a multiple of gpus_per_node ({gpus_per_node}), got {gpus}")
+    hw = cluster(gpu, gpus, gpus_per_node)
+    layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, zero_stage=zero_stage, schedule=schedule,  # type: ignore[arg-type]
+                    virtual_stages=parse_auto("virtual_stages", virtual_stages),
+                    micro_batch=parse_auto("micro_batch", micro_batch), global_batch=global_batch,
+                    recompute=recompute)  # type: ignore[arg-type]
+    if layout.virtual_stages is None and schedule != "interleaved_1f1b":
+        layout = replace(layout, virtual_stages=1)
+    if tp > gpus_per_node:
+        raise LayoutError("tp", f"must fit in a node (≤ gpus_per_node = {gpus_per_node}), got {tp}")
+    validate(spec, hw, layout)
+    return spec, hw, layout

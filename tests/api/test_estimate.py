@@ -1,0 +1,50 @@
+"""GET /api/estimate and /api/estimate/search: response models, and 422s naming field and constraint."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import create_app
+from app.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(Settings(start_pool_on_startup=False)), raise_server_exceptions=False)
+
+
+def test_estimate_returns_the_model_and_the_chosen_layout(client):
+    r = client.get("/api/estimate", params={"model": "llama3-405b", "gpus": 16384, "tp": 8, "pp": 16,
+                                            "schedule": "interleaved_1f1b", "global_batch": 2048})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["dp"] == 128 and body["micro_batches"] * body["micro_batch"] * body["dp"] == 2048
+    assert body["fits"] is True and body["memory_per_gpu_bytes"]["total"] <= body["gpu_memory_bytes"]
+    assert body["tokens_per_s"] == pytest.approx(2048 * 8192 / body["step_time_s"])
+
+
+def test_search_ranks_fitting_layouts_fastest_first(client):
+    r = client.get("/api/estimate/search", params={"model": "llama3-8b", "gpus": 64, "global_batch": 256})
+    assert r.status_code == 200, r.text
+    layouts = r.json()["layouts"]
+    assert layouts and all(x["fits"] for x in layouts)
+    times = [x["step_time_s"] for x in layouts]
+    assert times == sorted(times)
+
+
+@pytest.mark.parametrize("query, field, words", [
+    ({"tp": 3, "gpus": 96}, "tp", "must divide the attention heads (64)"),
+    ({"gpus": 1000, "pp": 2}, "gpus", "must be a multiple of tp·pp·cp = 16"),
+    ({"global_batch": 100}, "global_batch", "must be a positive multiple of dp = 128"),
+    ({"pp": 4, "virtual_stages": 2}, "virtual_stages", "needs schedule interleaved_1f1b"),
+    ({"tp": 0}, "tp", "greater than or equal to 1"),
+    ({"gpu": "tpu"}, "gpu", "Input should be"),
+    ({"micro_batch": 0}, "micro_batch", "greater than or equal to 1"),
+    ({"model": "custom", "layers": 4}, "hidden", "model=custom needs hidden"),
+])
+def test_bad_layouts_are_422_naming_field_and_constraint(client, query, field, words):
+    r = client.get("/api/estimate", params=query)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert any(field in d["loc"] and words in d["msg"] for d in detail), detail

@@ -1,0 +1,52 @@
+"""`distdeck estimate`: a readable table, or --json with the listed keys; bad layouts exit 2 with a message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+
+runner = CliRunner()
+
+KEYS = {"step_time_s", "tokens_per_s", "model_tflops_per_gpu", "mfu", "bubble_fraction", "exposed_comm_s",
+        "memory_per_gpu_bytes", "fits", "micro_batch", "virtual_stages"}
+
+
+def test_json_has_the_listed_keys_and_chooses_auto_values():
+    result = runner.invoke(cli, ["estimate", "--model", "llama3-70b", "--gpu", "h100-80gb", "--gpus", "512",
+                                 "--tp", "8", "--pp", "4", "--schedule", "interleaved_1f1b", "--global-batch", "512",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert KEYS <= out.keys()
+    assert out["dp"] == 16 and isinstance(out["micro_batch"], int) and isinstance(out["virtual_stages"], int)
+    assert out["memory_per_gpu_bytes"]["total"] == pytest.approx(
+        sum(v for k, v in out["memory_per_gpu_bytes"].items() if k != "total"))
+    assert 0 < out["mfu"] < 1 and out["fits"] is True
+
+
+def test_custom_model_prints_a_table():
+    result = runner.invoke(cli, ["estimate", "--model", "custom", "--layers", "24", "--hidden", "2048", "--heads",
+                                 "16", "--vocab", "32000", "--seq-len", "4096", "--gpus", "64", "--tp", "2",
+                                 "--global-batch", "256", "--micro-batch", "2"])
+    assert result.exit_code == 0, result.output
+    for words in ("step time", "MFU", "memory: total", "fits", "TP 2"):
+        assert words in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tp", "3", "--gpus", "96"], "--tp must divide the attention heads (64), got 3"),
+    (["--gpus", "1000", "--pp", "2"], "--gpus must be a multiple of tp·pp·cp = 16, got 1000"),
+    (["--pp", "4", "--virtual-stages", "2"], "--virtual-stages more than 1 needs schedule interleaved_1f1b"),
+    (["--micro-batch", "lots"], "--micro-batch must be auto or a positive integer"),
+    (["--gpu", "tpu"], "--gpu must be one of a100-80gb, h100-80gb, h200, b200"),
+    (["--model", "custom", "--layers", "4"], "--hidden model=custom needs hidden, heads, vocab, seq_len"),
+])
+def test_invalid_layouts_exit_2_with_a_message(args, message):
+    result = runner.invoke(cli, ["estimate", *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output

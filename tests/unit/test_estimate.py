@@ -1,0 +1,193 @@
+"""The cluster estimator's cost model against hand-computed cases, and its bytes against live runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulations import formulas
+from simulations.estimate import Layout, LayoutError, build, cluster, estimate, gpt, schedule
+from simulations.estimate.collectives import all_gather, all_reduce, place
+from simulations.estimate.cost import data_parallel_traffic, wire_bytes
+from simulations.scenarios.pipeline_schedules import bubble_formula
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The figures the hand computations use, as hardware.py cites them (scaling book gpus.md; NCCL tuning.cc).
+NVLINK_H100 = 450e9 * 370 / 450  # measured all-reduce bus bandwidth in an 8 × H100 node
+NODE_EGRESS_H100 = 400e9 * 370 / 450  # 8 × 400 Gb/s NICs, same fraction of line rate
+HALF_AT_450 = 58e6 * (370 / 150 - 1)
+
+
+def _ramped(bandwidth: float, size: float) -> float:
+    half = HALF_AT_450 * bandwidth / 450e9
+    return bandwidth * size / (size + half)
+
+
+def test_the_estimator_imports_and_runs_without_torch():
+    code = ("import sys; sys.modules['torch'] = None\n"  # any `import torch` now raises ImportError
+            "from simulations.estimate import MODELS, Layout, cluster, estimate, search\n"
+            "e = estimate(MODELS['llama3-8b'], cluster('h100-80gb', 64), Layout(tp=2, global_batch=64))\n"
+            "assert e.step_time_s > 0\n"
+            "assert 'torch' not in {m.split('.')[0] for m in sys.modules if sys.modules[m] is not None}\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+
+
+def test_ring_all_reduce_inside_one_node_by_hand():
+    h100 = cluster("h100-80gb", gpus=8)
+    size = 1e9
+    group = place(8, 1, 8)
+    assert (group.size, group.per_node, group.crosses_nodes) == (8, 8, False)
+    by_hand = 2 * 7 / 8 * size / _ramped(NVLINK_H100, size) + (8.4 + 2 * 7 * 5.7) * 1e-6
+    assert all_reduce(size, group, h100) == pytest.approx(by_hand, rel=1e-12)
+    # about 5 ms for 1 GB: 1.75 GB at about 340 GB/s
+    assert 4.5e-3 < by_hand < 6e-3
+
+
+def test_ring_across_nodes_is_set_by_node_egress_not_one_gpu_link():
+    """A data-parallel ring over 16 whole nodes: only the hops between nodes cross the network, so
+    its time is the node's egress (8 NICs), not one GPU's 50 GB/s link (the deck's old 8x error)."""
+    h100 = cluster("h100-80gb", gpus=128)
+    size = 2e9
+    whole_nodes = place(128, 1, 8)  # pure DP: all 8 GPUs of each node in the ring
+    assert (whole_nodes.per_node, whole_nodes.nodes) == (8, 16)
+    by_hand = (2 * 127 / 128 * size / _ramped(NODE_EGRESS_H100, size)
+               + (8.4 + 2 * 4 * 50 + 2 * 7 * 5.7) * 1e-6)  # tree latency beats 254 ring steps
+    assert all_reduce(size, whole_nodes, h100) == pytest.approx(by_hand, rel=1e-12)
+    one_link = 2 * 127 / 128 * size / (50e9 * 370 / 450)  # every byte charged to one 400 Gb/s NIC
+    assert one_link / by_hand == pytest.approx(8, rel=0.1)
+    # with TP = 8 inside the node, each DP ring has one GPU per node: the 8 rings share the egress
+    one_per_node = place(16, 8, 8)
+    assert one_per_node.per_node == 1
+    shared = all_reduce(size, one_per_node, h100)
+    assert shared == pytest.approx(2 * 15 / 16 * size / _ramped(NODE_EGRESS_H100 / 8, size)
+                                   + (8.4 + 2 * 15 * 6.6) * 1e-6, rel=1e-12)  # 30 ring steps beat the tree
+
+
+def test_all_gather_is_half_an_all_reduce_in_bytes():
+    h100 = cluster("h100-80gb", gpus=8)
+    group = place(8, 1, 8)
+    size = 4e9
+    bandwidth_part = all_reduce(size, group, h100) - (8.4 + 14 * 5.7) * 1e-6
+    assert all_gather(size, group, h100) - (8.4 + 7 * 5.7) * 1e-6 == pytest.approx(bandwidth_part / 2)
+
+
+@pytest.mark.parametrize("kind,v", [("gpipe", 1), ("1f1b", 1), ("interleaved_1f1b", 2), ("interleaved_1f1b", 4),
+                                    ("zero_bubble", 1)])
+def test_timed_schedule_bubble_equals_the_formula_for_equal_actions(kind, v):
+    """With every F, B (and W) one second and free hops, the timed schedule's idle share is
+    REFERENCE.md's bubble: (p−1)/(m+p−1), (p−1)/(v·m+p−1), ZB-H1 (p−1)/(3m+p−1)."""
+    p, m = 4, 8
+    stages = p * v
+    timed = schedule.run(kind, p, m, v, {k: [1.0] * stages for k in "FBW"}, hop=0.0)
+    num, den = bubble_formula(kind, p, m, v)
+    assert timed.bubble_fraction == pytest.approx(num / den)
+
+
+def test_pipeline_makespans_by_hand():
+    p, m, f, b = 4, 8, 1.0, 2.0
+    durations = {"F": [f] * p, "B": [b] * p, "W": [0.0] * p}
+    for kind in ("gpipe", "1f1b"):
+        assert schedule.run(kind, p, m, 1, durations, hop=0.0).makespan == pytest.approx((m + p - 1) * (f + b))
+    # GPipe pays each hop once on the way down and once on the way back: 2(p−1) hops
+    gpipe = schedule.run("gpipe", p, m, 1, durations, hop=0.25).makespan
+    assert gpipe == pytest.approx((m + p - 1) * (f + b) + 2 * (p - 1) * 0.25)
+    # strict 1F1B has no slack: a backward waits for the round trip through the later stages, so
+    # hops also land in the steady state
+    assert schedule.run("1f1b", p, m, 1, durations, hop=0.25).makespan > gpipe
+
+
+def test_zero3_gathers_parameters_twice_and_scatters_gradients_once():
+    psi, n = 1e9, 64
+    traffic = data_parallel_traffic(psi, 3, n, grad_accumulation=1, grad_bytes=2, param_bytes=2)
+    # ZeRO paper: 3Ψ elements per step, counting a gather as its whole and a scatter as its input
+    assert (n * traffic["all_gather"] + traffic["reduce_scatter"]) / 2 == formulas.zero_comm_elements(psi, 3)
+    # on the wire each rank sends (N−1)/N of the whole three times: 3 · 63/64 · 2 GB
+    assert wire_bytes(traffic, n) == pytest.approx(3 * 63 / 64 * 2 * psi)
+    with_accumulation = data_parallel_traffic(psi, 3, n, grad_accumulation=4)
+    assert wire_bytes(with_accumulation, n) == pytest.approx(4 * wire_bytes(traffic, n))
+    ddp = data_parallel_traffic(psi, 0, n)
+    assert wire_bytes(ddp, n) == pytest.approx(formulas.ring_all_reduce_bytes(2 * psi, n))
+
+
+def test_memory_per_gpu_is_formulas_model_states_plus_activations():
+    model = gpt(24, 2048, 16)
+    c = cluster("a100-80gb", gpus=8)
+    e = estimate(model, c, Layout(tp=1, pp=1, zero_stage=3, micro_batch=1, global_batch=8, recompute="selective"))
+    psi = model.params()
+    states = formulas.model_state_bytes(psi, "bf16", 3, 8)
+    mem = e.memory_per_gpu_bytes
+    assert mem["optimizer"] == pytest.approx(states["optimizer"])
+    assert mem["gradients"] == pytest.approx(states["gradients"])
+    # the parameter shard plus the gathered layer and the one prefetched
+    assert mem["parameters"] == pytest.approx(states["parameters"] + 2 * 2 * model.layer_params())
+    act = formulas.activation_bytes_per_layer(2048, 1, 2048, 16, 1, "selective") * 24
+    logits = 2048 * model.vocab * 6
+    assert mem["activations"] == pytest.approx(act + logits)
+    assert mem["total"] == pytest.approx(sum(v for k, v in mem.items() if k != "total"))
+
+
+def test_dp_gradient_reduction_hides_behind_backward_only_when_overlapped():
+    model, c, layout = build("llama3-8b", gpus=64, tp=1, zero_stage=0, micro_batch=1, global_batch=64)
+    overlapped = estimate(model, c, layout)
+    serial = estimate(model, c, Layout(**{**layout.__dict__, "overlap_grad_reduce": False}))
+    assert serial.exposed_by_kind["dp"] == pytest.approx(serial.comm_total_s["dp"])
+    assert overlapped.exposed_by_kind["dp"] < serial.exposed_by_kind["dp"]
+    assert serial.step_time_s - overlapped.step_time_s == pytest.approx(
+        serial.exposed_by_kind["dp"] - overlapped.exposed_by_kind["dp"])
+
+
+def test_tensor_parallel_across_nodes_is_slower_than_inside_one():
+    """The same TP = 8 layout, its group inside a node or spread one GPU per node."""
+    model = MODEL_70B = build("llama3-70b", gpus=64, tp=8, micro_batch=1, global_batch=64)[0]
+    layout = Layout(tp=8, micro_batch=1, global_batch=64)
+    inside = estimate(MODEL_70B, cluster("h100-80gb", 64, gpus_per_node=8), layout)
+    spread = estimate(model, cluster("h100-80gb", 64, gpus_per_node=1), layout)
+    assert spread.exposed_by_kind["tp"] > 3 * inside.exposed_by_kind["tp"]
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    ({"tp": 3, "gpus": 96}, "tp"),
+    ({"gpus": 1000, "tp": 8, "pp": 2}, "gpus"),
+    ({"pp": 4, "schedule": "1f1b", "virtual_stages": 2}, "virtual_stages"),
+    ({"pp": 4, "schedule": "interleaved_1f1b", "micro_batch": 1, "global_batch": 96, "gpus": 512}, "micro_batch"),
+    ({"ep": 2}, "ep"),
+    ({"model": "custom", "layers": 4}, "hidden"),
+    ({"micro_batch": "many"}, "micro_batch"),
+])
+def test_invalid_layouts_name_the_field(kwargs, field):
+    with pytest.raises(LayoutError) as info:
+        build(**kwargs)
+    assert info.value.field == field
+
+
+def test_auto_picks_the_fastest_micro_batch_that_fits():
+    model, c, layout = build("llama3-70b", gpus=256, tp=8, pp=4, schedule="interleaved_1f1b", global_batch=256)
+    chosen = estimate(model, c, layout)
+    assert chosen.fits
+    for b in (1, 2, 4, 8):
+        for v in (1, 2, 4, 5):
+            trial = Layout(**{**layout.__dict__, "micro_batch": b, "virtual_stages": v})
+            try:
+                other = estimate(model, c, trial)
+            except LayoutError:
+                continue
+            if other.fits:
+                assert chosen.step_time_s <= other.step_time_s + 1e-12
+
+
+@pytest.mark.parametrize("stage", [0, 3])
+def test_data_parallel_bytes_agree_with_a_live_zero_run(run_scenario, stage):
+    """The live `zero` scenario traces what each rank hands its collectives; the estimator's traffic
+    for the same Ψ, ranks and stage is the same, byte for byte (fp32 run: 4 bytes per element)."""
+    run = run_scenario("zero", stage=stage, world_size=4, width=16, depth=1, steps=1)
+    figures = run.summary.figures
+    psi = figures["psi_padded"]
+    expected = data_parallel_traffic(psi, stage, 4, 1, grad_bytes=4, param_bytes=4)
+    for sent in figures["bytes_sent_per_rank"]:
+        assert {k: v for k, v in sent.items() if v} == pytest.approx(expected)

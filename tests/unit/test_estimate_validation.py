@@ -1,0 +1,118 @@
+"""The estimator against published end-to-end training measurements, row by row.
+
+Nothing here is fitted: the hardware fractions come from microbenchmarks (simulations/estimate/
+hardware.py); the rows below are only compared against.
+
+Table A: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+Megatron-LM", SC 2021 (arXiv:2104.04473), Table 1: GPT models on A100 80 GB (Selene: 8 GPUs per node,
+8 × 200 Gb/s HDR InfiniBand), sequence 2048, vocabulary 51,200, fp16, full activation recomputation.
+Micro-batch sizes, interleaving (layers per virtual stage) and the data-parallel implementation
+(torch DDP, which overlaps the gradient all-reduce with backward, for the four smallest; Megatron's
+local DDP, reducing after backward, for the others) from the paper's reproduction scripts,
+NVIDIA/Megatron-LM examples/sc21/run_table_1.sh. Published: achieved teraFLOP/s per GPU, counted with
+the paper's eq. 3, F = 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration.
+
+Table B: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", MLSys 2023
+(arXiv:2205.05198), Table 3 (configurations) and Table 5 (end-to-end iteration time): the same A100
+cluster, tensor parallel 8, no data parallelism, interleaving with 3 stages for 175B and 530B;
+"full recompute" (no sequence parallelism) and "present work" (sequence parallelism + selective
+recomputation). Published: seconds per iteration.
+
+The issue's target is every row within 15 % and the median within 10 %. The model is not there yet
+on these 2021-22 runs: it is consistently optimistic (see the report printed by `-s`); the bounds
+asserted below are what it meets today, kept so that a regression shows.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from simulations.estimate import Layout, cluster, estimate, gpt
+
+SEQ, VOCAB = 2048, 51200
+
+# params (B), heads, hidden, layers, TP, PP, GPUs, batch, micro-batch, v, DDP overlaps, published TFLOP/s per GPU
+NARAYANAN_TABLE_1 = [
+    (1.7, 24, 2304, 24, 1, 1, 32, 512, 16, 1, True, 137),
+    (3.6, 32, 3072, 30, 2, 1, 64, 512, 16, 1, True, 138),
+    (7.5, 32, 4096, 36, 4, 1, 128, 512, 16, 1, True, 142),
+    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 8, 1, True, 135),
+    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 4, 1, False, 138),
+    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 2, 3, False, 140),
+    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 2, 2, False, 148),
+    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 1, 2, False, 155),
+    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 1, 3, False, 163),
+    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 1, 1, False, 163),
+]
+
+# name, heads, hidden, layers, TP, PP, GPUs, batch, micro-batch, v, seconds (full recompute), seconds (present work)
+KORTHIKANTI_TABLE_5 = [
+    ("22B", 64, 6144, 48, 8, 1, 8, 4, 4, 1, 1.42, 1.10),
+    ("175B", 96, 12288, 96, 8, 8, 64, 64, 1, 3, 18.13, 13.75),
+    ("530B", 128, 20480, 105, 8, 35, 280, 280, 1, 3, 49.05, 37.83),
+    ("1T", 160, 25600, 128, 8, 64, 512, 512, 1, 1, 94.42, 71.49),
+]
+
+
+def narayanan_rows():
+    rows = []
+    for params, heads, hidden, layers, tp, pp, gpus, batch, mb, v, overlap, published in NARAYANAN_TABLE_1:
+        layout = Layout(tp=tp, pp=pp, zero_stage=0, schedule="interleaved_1f1b" if v > 1 else "1f1b",
+                        virtual_stages=v, micro_batch=mb, global_batch=batch, recompute="full",
+                        sequence_parallel=False, overlap_grad_reduce=overlap)
+        e = estimate(gpt(layers, hidden, heads), cluster("a100-80gb", gpus), layout)
+        flops = 96 * batch * SEQ * layers * hidden**2 * (1 + SEQ / (6 * hidden) + VOCAB / (16 * layers * hidden))
+        predicted = flops / e.step_time_s / gpus / 1e12
+        rows.append((f"{params}B", gpus, published, predicted, predicted / published - 1, e))
+    return rows
+
+
+def korthikanti_rows():
+    rows = []
+    for name, heads, hidden, layers, tp, pp, gpus, batch, mb, v, t_full, t_present in KORTHIKANTI_TABLE_5:
+        for recompute, sp, published in (("full", False, t_full), ("selective", True, t_present)):
+            layout = Layout(tp=tp, pp=pp, zero_stage=0, schedule="interleaved_1f1b" if v > 1 else "1f1b",
+                            virtual_stages=v, micro_batch=mb, global_batch=batch, recompute=recompute,
+                            sequence_parallel=sp)
+            e = estimate(gpt(layers, hidden, heads), cluster("a100-80gb", gpus), layout)
+            # throughput error: published time / predicted time − 1
+            rows.append((f"{name} {recompute}", gpus, published, e.step_time_s, published / e.step_time_s - 1, e))
+    return rows
+
+
+def _report(title, rows, unit):
+    print(f"\n{title}\n{'row':>16} {'GPUs':>6} {'published':>10} {'predicted':>10} {'error':>7}")
+    for name, gpus, published, predicted, error, _ in rows:
+        print(f"{name:>16} {gpus:>6} {published:>10.2f} {predicted:>10.2f} {error:>+7.1%}  {unit}")
+    errors = [abs(r[4]) for r in rows]
+    print(f"{'median |error|':>16} {statistics.median(errors):.1%}, worst {max(errors):.1%}")
+    return errors
+
+
+def test_narayanan_table_1_throughput_per_gpu():
+    rows = narayanan_rows()
+    errors = _report("Narayanan et al. SC'21 Table 1 (TFLOP/s per GPU)", rows, "TFLOP/s")
+    assert all(r[5].fits for r in rows)  # every published layout fits in 80 GB in the model too
+    assert max(errors) <= 0.35
+    assert statistics.median(errors) <= 0.25
+
+
+def test_korthikanti_table_5_iteration_time():
+    rows = korthikanti_rows()
+    errors = _report("Korthikanti et al. Table 5 (seconds per iteration; error in throughput)", rows, "s")
+    assert max(errors) <= 0.30
+    assert statistics.median(errors) <= 0.20
+    # the paper's own finding holds in the model: selective + SP beats full recomputation by 25-35 %
+    for full, present in zip(rows[::2], rows[1::2]):
+        assert 1.2 < full[3] / present[3] < 1.45
+
+
+@pytest.mark.parametrize("rows", [narayanan_rows, korthikanti_rows])
+def test_larger_models_keep_the_published_ordering_of_efficiency(rows):
+    """Not a fit, a shape: the model's per-GPU efficiency rises from the smallest to the largest model,
+    as both papers measured (bigger matmuls)."""
+    table = rows()
+    first, last = table[0][5], table[-1][5]
+    assert last.mfu > first.mfu
