@@ -63,7 +63,8 @@ MUTANTS: list[Mutant] = [
            "send, receive = (rank - step) % n, (rank - step - 1) % n",
            "all-gather passes on the wrong chunk", DDP),
     # -- diloco ------------------------------------------------------------------------------------
-    Mutant("diloco-no-nesterov", "diloco", "nesterov=p.outer_momentum > 0)", "nesterov=False)",
+    Mutant("diloco-no-nesterov", "diloco", "momentum=p.outer_momentum, nesterov=p.outer_momentum > 0)",
+           "momentum=p.outer_momentum, nesterov=False)",
            "outer SGD uses heavy-ball momentum instead of Nesterov", DILOCO),
     Mutant("diloco-adam-not-adamw", "diloco", "return torch.optim.AdamW(params, lr=p.inner_lr, weight_decay=WEIGHT_DECAY)",
            "return torch.optim.Adam(params, lr=p.inner_lr, weight_decay=WEIGHT_DECAY)",
