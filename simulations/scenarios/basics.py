@@ -204,8 +204,8 @@ class _Show:
 
 # -- the references and the checks ----------------------------------------------------------------
 
-def _module(p: Params) -> torch.nn.Sequential:
-    w = init_weights(p)
+def _module(p: Params, w: dict[str, torch.Tensor]) -> torch.nn.Sequential:
+    """A fresh nn.Module (Linear, Tanh, Linear) holding weights `w`."""
     model = torch.nn.Sequential(torch.nn.Linear(p.in_features, p.hidden, dtype=DTYPE), torch.nn.Tanh(),
                                 torch.nn.Linear(p.hidden, OUT_FEATURES, dtype=DTYPE))
     with torch.no_grad():
@@ -214,20 +214,26 @@ def _module(p: Params) -> torch.nn.Sequential:
     return model
 
 
-def reference(p: Params) -> dict:
-    """A fresh nn.Module trained by torch.autograd and torch.optim.SGD: gradients, losses, weights."""
+def reference(p: Params, history: list[dict], final_weights: dict[str, torch.Tensor]) -> dict:
+    """torch.autograd and torch.optim.SGD on a fresh nn.Module, one step at a time from the weights the run
+    held at that step: the loss, the gradients and the step's new weights; and the loss at the trained
+    weights. (Step by step, not a whole second trajectory: at a large lr training is chaotic, and two
+    trajectories part from round-off alone.)"""
     x, y = data(p)
-    model = _module(p)
-    optimizer = torch.optim.SGD(model.parameters(), lr=p.lr)
-    grads, losses = [], []
-    for _ in range(p.steps):
+    losses, grads, steps = [], [], []
+    for h in history:
+        model = _module(p, h["weights"])
+        optimizer = torch.optim.SGD(model.parameters(), lr=p.lr)
         loss = torch.nn.functional.mse_loss(model(x), y)
         grads.append(dict(zip(NAMES, torch.autograd.grad(loss, list(model.parameters())))))
         losses.append(float(loss.detach()))
         for param, g in zip(model.parameters(), grads[-1].values()):
             param.grad = g
         optimizer.step()
-    return {"grads": grads, "losses": losses, "weights": dict(zip(NAMES, (q.detach() for q in model.parameters())))}
+        steps.append(dict(zip(NAMES, (q.detach().clone() for q in model.parameters()))))
+    with torch.no_grad():
+        final_loss = float(torch.nn.functional.mse_loss(_module(p, final_weights)(x), y))
+    return {"grads": grads, "losses": losses, "steps": steps, "final_loss": final_loss}
 
 
 def finite_differences(p: Params, w: dict[str, torch.Tensor], picks: list[tuple[str, int]]) -> list[float]:
@@ -247,33 +253,50 @@ def finite_differences(p: Params, w: dict[str, torch.Tensor], picks: list[tuple[
 def summarize(p: Params, results: list[dict], frames) -> Summary:
     r = results[0]
     history = r["history"]
-    ref = reference(p)
-    autograd_diff = max(max_abs_diff(h["grads"][k], ref["grads"][s][k]) for s, h in enumerate(history) for k in NAMES)
-    loss_diff = max(abs(h["loss"] - ref["losses"][s]) for s, h in enumerate(history))
-    weight_diff = max(max_abs_diff(r["final_weights"][k], ref["weights"][k]) for k in NAMES)
+    ref = reference(p, history, r["final_weights"])
+
+    def rel(a: torch.Tensor | float, b: torch.Tensor | float) -> float:
+        """|a − b| relative to b's size (at least 1): float64 round-off is ~1e-16 of the values involved."""
+        a, b = torch.as_tensor(a, dtype=DTYPE), torch.as_tensor(b, dtype=DTYPE)
+        return float((a - b).abs().max()) / max(1.0, float(b.abs().max()))
+
+    autograd_diff = max(rel(h["grads"][k], ref["grads"][s][k]) for s, h in enumerate(history) for k in NAMES)
+    loss_diff = max(rel(h["loss"], ref["losses"][s]) for s, h in enumerate(history))
+    # The run starts from the initial weights and each step starts where the last one ended.
+    chain = [init_weights(p)] + [h["new_weights"] for h in history]
+    continuity = max(max_abs_diff(w[k], chain[s][k]) for s, w in enumerate([h["weights"] for h in history]
+                                                                          + [r["final_weights"]]) for k in NAMES)
     # A few weights of every tensor, at the first step: the first and the last entry.
     picks = sorted({(k, i) for k in NAMES for i in (0, history[0]["weights"][k].numel() - 1)})
     numeric = finite_differences(p, history[0]["weights"], picks)
     analytic = [float(history[0]["grads"][k].flatten()[i]) for k, i in picks]
     fd_diff = max(abs(a - b) for a, b in zip(numeric, analytic))
-    # w ← w − lr·g, recomputed from the recorded before/gradient/after, must hold to the last bit.
-    sgd_diff = max(max_abs_diff(h["new_weights"][k], h["weights"][k] - p.lr * h["grads"][k])
-                   for h in history for k in NAMES)
+    # Each step's new weights against torch.optim.SGD's step from the same weights (float64: round-off ~1e-16).
+    sgd_diff = max(rel(h["new_weights"][k], ref["steps"][s][k]) for s, h in enumerate(history) for k in NAMES)
+    final_loss_diff = rel(r["final_loss"], ref["final_loss"])
     losses = [h["loss"] for h in history] + [r["final_loss"]]
     n_params = sum(t.numel() for t in history[0]["weights"].values())
 
     checks = [
-        Check(name="hand-written backward equals torch.autograd.grad", passed=autograd_diff <= 1e-12,
-              measured=autograd_diff, expected="≤ 1e-12",
-              detail=f"max |g − autograd g| over every weight and step, float64, fresh nn.Module, {p.steps} step(s)"),
-        Check(name="gradients equal finite differences", passed=fd_diff <= 1e-6, measured=fd_diff,
-              expected="≤ 1e-6", detail=f"central differences, eps = {FD_EPS:g}, float64, weights "
-              + ", ".join(f"{k}[{i}]" for k, i in picks)),
-        Check(name="SGD step is exactly w − lr·g", passed=sgd_diff == 0.0, measured=sgd_diff, expected=0.0,
-              detail="recorded new weights vs recorded old weights − lr × recorded gradients, every step"),
-        Check(name="losses and weights equal torch.optim.SGD", passed=max(loss_diff, weight_diff) <= 1e-12,
-              measured=max(loss_diff, weight_diff), expected="≤ 1e-12",
-              detail=f"losses max diff {loss_diff:.2e}, final weights max diff {weight_diff:.2e}"),
+        Check(name="hand-written backward equals torch.autograd.grad", passed=autograd_diff <= 1e-9,
+              measured=autograd_diff, expected="≤ 1e-9",
+              detail=f"max |g − autograd g| / max(1, |autograd g|) over every weight and step, a fresh nn.Module "
+                     f"holding the run's weights of that step, {p.steps} step(s); float64 round-off is 1e-16, "
+                     f"amplified where tanh saturates (1 − h² loses digits) and where a batch sum cancels: "
+                     f"measured up to 3e-10 at lr 2, where training diverges; a wrong derivative errs by > 1e-3"),
+        Check(name="gradients equal finite differences", passed=fd_diff <= 1e-8, measured=fd_diff,
+              expected="≤ 1e-8", detail=f"central differences, eps = {FD_EPS:g}, float64: truncation ~eps² = 1e-12 "
+              f"plus rounding ~1e-16/eps = 1e-10; weights " + ", ".join(f"{k}[{i}]" for k, i in picks)),
+        Check(name="every SGD step equals torch.optim.SGD's", passed=max(sgd_diff, continuity) <= 1e-9,
+              measured=max(sgd_diff, continuity), expected="≤ 1e-9",
+              detail="each step's new weights vs torch.optim.SGD(lr) stepping a fresh nn.Module from the same "
+                     f"weights (relative, float64, the gradients' bound); and each step starts from the last one's result, the first "
+                     f"from the initial weights (max gap {continuity:.1e})"),
+        Check(name="losses equal the reference model's", passed=loss_diff <= 1e-12, measured=loss_diff,
+              expected="≤ 1e-12", detail="the loss of every step, relative, float64"),
+        Check(name="trained loss equals the reference model's", passed=final_loss_diff <= 1e-12,
+              measured=final_loss_diff, expected="≤ 1e-12",
+              detail=f"the loss shown after {p.steps} step(s) vs the nn.Module's loss at the trained weights"),
     ]
     return Summary(checks=checks, figures={
         "losses": losses, "loss_first": losses[0], "loss_last": losses[-1],

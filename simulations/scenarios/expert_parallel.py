@@ -150,12 +150,13 @@ def run(ctx: RankContext, p: Params) -> dict:
     expert_of_row = torch.tensor([e for src in range(n) for j, e in enumerate(mine)
                                   for _ in range(int(recv_counts[src, j]))], dtype=torch.long)
     processed = torch.empty_like(incoming)
-    tokens_per_expert = {}
+    tokens_per_expert, received_sum = {}, {}
     for e in mine:
         rows = (expert_of_row == e).nonzero(as_tuple=True)[0]
         with trace.span(f"expert {e}", tokens=len(rows)):
             processed[rows] = expert_mlp(local_experts[e], incoming[rows])
         tokens_per_expert[e] = len(rows)
+        received_sum[e] = incoming[rows].sum(0).cpu()  # which tokens arrived, for the check
     trace.frame("experts", "Each rank runs its experts on the tokens they received: real counts, uneven",
                 rank_extra={"tokens_per_expert": [tokens_per_expert[e] for e in mine]},
                 status=", ".join(f"E{e}: {c}" for e, c in tokens_per_expert.items()))
@@ -172,6 +173,7 @@ def run(ctx: RankContext, p: Params) -> dict:
                 f"{int((~kept).sum())} assignment(s) on this rank were dropped",
                 tensors=[tensor_view("output", "activations", y, shard=(rank, n))])
     return {"y": y.cpu(), "experts": experts.cpu(), "kept": kept.cpu(), "tokens_per_expert": tokens_per_expert,
+            "received_sum": received_sum,
             "in_splits": in_splits, "out_splits": out_splits, "row_bytes": row,
             "count_bytes": send_counts.numel() * send_counts.element_size()}
 
@@ -192,19 +194,42 @@ def _routes(rank: int, tokens: int, experts, gates, kept) -> list[dict]:
 # -- the single-process reference and the checks --------------------------------------------------
 
 def reference(p: Params) -> dict:
-    """The same MoE layer in one process: same weights, same routing groups (one per rank's tokens)."""
-    weights, x, cap = make_weights(p), make_tokens(p), capacity(p)
-    ys, kept_all, counts = [], [], torch.zeros(p.experts, dtype=torch.long)
-    for group_x in x.chunk(p.world_size):
-        experts, gates, kept = route(group_x, weights["router"], p.top_k, cap)
-        y = torch.zeros_like(group_x)
-        for e in range(p.experts):
-            token, slot = ((experts == e) & kept).nonzero(as_tuple=True)
-            y[token] += gates[token, slot, None] * expert_mlp(weights["experts"][e], group_x[token])
-            counts[e] += len(token)
-        ys.append(y)
-        kept_all.append(kept)
-    return {"y": torch.cat(ys), "kept": torch.cat(kept_all), "counts": counts}
+    """The same MoE layer in one process, routed by a plain loop: GShard's Algorithm 1 written out (softmax,
+    top-k, gates renormalised per token when k > 1, capacity C = ceil(capacity_factor·k·T/E) per expert and
+    routing group, every token's first choice queued before any second choice, tokens in order). It shares
+    no code with the run's `route`, `capacity` or `expert_mlp`: only the weights and the tokens.
+    Also returns what the all-to-alls must carry: `sends[a][b]`, assignments from rank a to rank b."""
+    weights, x = make_weights(p), make_tokens(p)
+    n, E, k, T = p.world_size, p.experts, p.top_k, p.tokens
+    cap = math.ceil(p.capacity_factor * k * T / E)
+    y = torch.zeros_like(x)
+    kept = torch.zeros(n * T, k, dtype=torch.bool)
+    counts = [0] * E
+    received = [torch.zeros(p.hidden) for _ in range(E)]
+    sends = [[0] * n for _ in range(n)]
+    for group in range(n):  # one routing group per rank's tokens
+        probs = torch.softmax(x[group * T:(group + 1) * T] @ weights["router"].T, dim=-1)
+        choices = []
+        for t in range(T):
+            best = sorted(range(E), key=lambda e: -float(probs[t, e]))[:k]
+            total = sum(float(probs[t, e]) for e in best) if k > 1 else 1.0
+            choices.append([(e, float(probs[t, e]) / total) for e in best])
+        load = [0] * E
+        for j in range(k):
+            for t in range(T):
+                e, gate = choices[t][j]
+                if load[e] == cap:
+                    continue  # dropped: the expert's queue for this group is full
+                load[e] += 1
+                token = x[group * T + t]
+                w = weights["experts"][e]
+                hidden = F.gelu(w["w1"] @ token + w["b1"])
+                y[group * T + t] += gate * (w["w2"] @ hidden + w["b2"])
+                kept[group * T + t, j] = True
+                counts[e] += 1
+                received[e] += token
+                sends[group][e // (E // n)] += 1
+    return {"y": y, "kept": kept, "counts": counts, "received": received, "sends": sends, "capacity": cap}
 
 
 def summarize(p: Params, results: list[dict], frames) -> Summary:
@@ -214,27 +239,45 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     kept = torch.cat([r["kept"] for r in results])
     diff = max_abs_diff(y, ref["y"])
     counts = [c for r in results for c in r["tokens_per_expert"].values()]
+    arrived = {e: t for r in results for e, t in r["received_sum"].items()}
+    arrived_diff = max(max_abs_diff(arrived[e], ref["received"][e]) for e in range(p.experts))
     dropped = int((~kept).sum())
 
-    # Bytes: what the traced all_to_alls handed over, per rank, and how much of it left the rank.
-    row, count_bytes = results[0]["row_bytes"], results[0]["count_bytes"]
+    # Bytes, expected from the configuration and the reference's routing: the count exchange is E int64
+    # counts per rank; dispatch sends each kept assignment's row (h fp32 values) to its expert's rank, and
+    # combine sends it back. The traced all-to-alls record the buffer each rank handed over.
+    row, count_bytes = p.hidden * 4, p.experts * 8
+    sends = ref["sends"]
+    out_rows = [sum(sends[r]) for r in range(n)]
+    in_rows = [sum(sends[a][r] for a in range(n)) for r in range(n)]
+    expected_traced = [count_bytes + row * (out_rows[r] + in_rows[r]) for r in range(n)]
     traced = [r["_sent"].get("all_to_all", 0) for r in results]
-    buffers = [count_bytes + row * (sum(r["in_splits"]) + sum(r["out_splits"])) for r in results]
-    token_bytes = [row * (sum(r["in_splits"]) + sum(r["out_splits"])) for r in results]
+    expected_off = [row * (out_rows[r] - sends[r][r] + in_rows[r] - sends[r][r]) for r in range(n)]
     off_rank = [row * (sum(r["in_splits"]) - r["in_splits"][i] + sum(r["out_splits"]) - r["out_splits"][i])
                 for i, r in enumerate(results)]
+    token_bytes = [row * (sum(r["in_splits"]) + sum(r["out_splits"])) for r in results]
     formula = [formulas.all_gather_bytes(s, n) for s in token_bytes]  # all-to-all: the same (N−1)/N · S
     mean_off, mean_formula = sum(off_rank) / n, sum(formula) / n
 
     checks = [
         Check(name="output equals the single-process MoE layer", passed=diff <= 1e-5, measured=diff,
-              expected="≤ 1e-5", detail="max |y_EP − y_reference| over every token, drops included"),
-        Check(name="same tokens dropped as the reference", passed=bool(torch.equal(kept, ref["kept"])),
-              measured=dropped, expected=int((~ref["kept"]).sum()), detail="dropped assignments, all ranks"),
-        Check(name="tokens per expert equal the reference's", passed=counts == ref["counts"].tolist(),
-              measured=counts, expected=ref["counts"].tolist()),
-        Check(name="traced all-to-all bytes = counts + dispatched + combined rows", passed=traced == buffers,
-              measured=traced, expected=buffers, detail="per rank, from the traced ops"),
+              expected="≤ 1e-5", detail="max |y_EP − y_reference| over every token, drops included; fp32, the two "
+              "differ by summation order only (round-off ~1e-7); a wrong gate or capacity moves y by > 1e-2"),
+        Check(name="same assignments dropped as a plain router", passed=bool(torch.equal(kept, ref["kept"])),
+              measured=dropped, expected=int((~ref["kept"]).sum()),
+              detail=f"every (token, choice) kept or dropped alike; capacity C = {ref['capacity']} per expert and rank"),
+        Check(name="tokens that arrived at each expert equal the plain router's", passed=counts == ref["counts"]
+              and arrived_diff <= 1e-5, measured=counts, expected=ref["counts"],
+              detail=f"rows each expert processed after the dispatch, and the sum of those rows (max diff "
+                     f"{arrived_diff:.1e}): the right tokens, not only the right number"),
+        Check(name="traced all-to-all bytes = counts + dispatched + combined rows", passed=traced == expected_traced,
+              measured=traced, expected=expected_traced,
+              detail=f"per rank: E × 8 B of counts, then {row} B per assignment sent and received, from the plain "
+                     f"router's routing"),
+        Check(name="off-rank bytes per rank match the routing", passed=off_rank == expected_off,
+              measured=off_rank, expected=expected_off,
+              detail="rows dispatched to other ranks plus rows combined back to other ranks (the run's splits), "
+                     "against the plain router's assignments between distinct ranks"),
     ]
     return Summary(checks=checks, figures={
         "capacity_per_expert_per_rank": capacity(p), "tokens_per_expert": counts,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
@@ -182,7 +183,8 @@ def run(ctx: RankContext, p: Params) -> dict:
                         for layer, w in zip(my_layers, stage)],
                memory={"parameters": params, "gradients": [w.grad for w in params]})
 
-    return {"coord": (d, s, t), "loss": float(sum(v.item() for v in losses.values())),
+    return {"coord": (d, s, t), "groups": {dim: dist.get_process_group_ranks(mesh.get_group(dim)) for dim in DIMS},
+            "loss": float(sum(v.item() for v in losses.values())),
             "grads": grads, "weights": {f"{layer}.{name}": w.detach().cpu().clone()
                                         for layer, ws in zip(my_layers, stage) for name, w in ws.items()},
             "param_bytes": sum(w.numel() * w.element_size() for w in params)}
@@ -216,20 +218,32 @@ class _Story:
 # -- the single-process reference and the checks ---------------------------------------------------
 
 def reference(p: Params) -> dict:
-    """The same model, unsplit, one step on the whole batch in one process."""
-    model = dense_model(p)
-    for w in model:
-        for t in w.values():
-            t.requires_grad_()
+    """The same model, unsplit, in one process: nn.Linear layers and F.gelu written out plainly (no code of
+    the run's `block`), one step of torch.optim.SGD on the whole batch."""
+    layers = []
+    for w in dense_model(p):
+        fc1, fc2 = nn.Linear(p.hidden, 4 * p.hidden), nn.Linear(4 * p.hidden, p.hidden)
+        with torch.no_grad():
+            for name, layer in (("fc1", fc1), ("fc2", fc2)):
+                layer.weight.copy_(w[f"{name}.weight"])
+                layer.bias.copy_(w[f"{name}.bias"])
+        layers.append({"fc1": fc1, "fc2": fc2})
     x, y = data(p)
     out = x
-    for w in model:
-        out = block(w, out)
+    for layer in layers:  # a residual MLP block: x + fc2(gelu(fc1(x)))
+        out = out + layer["fc2"](F.gelu(layer["fc1"](out)))
     loss = F.mse_loss(out, y)
     loss.backward()
-    grads = {f"{layer}.{n}": t.grad.clone() for layer, w in enumerate(model) for n, t in w.items()}
-    weights = {f"{layer}.{n}": (t - LEARNING_RATE * t.grad).detach() for layer, w in enumerate(model) for n, t in w.items()}
-    return {"loss": loss.item(), "grads": grads, "weights": weights}
+    named = {f"{i}.{name}.{kind}": t for i, layer in enumerate(layers) for name in ("fc1", "fc2")
+             for kind, t in layer[name].named_parameters()}
+    grads = {n: t.grad.clone() for n, t in named.items()}
+    torch.optim.SGD(list(named.values()), lr=LEARNING_RATE).step()
+    return {"loss": loss.item(), "grads": grads, "weights": {n: t.detach().clone() for n, t in named.items()}}
+
+
+def mesh_coordinate(rank: int, p: Params) -> tuple[int, int, int]:
+    """Where Megatron's layout puts a rank, tp fastest: rank = (d·pp + s)·tp + t."""
+    return rank // (p.pp * p.tp), rank // p.tp % p.pp, rank % p.tp
 
 
 def _assemble(results: list[dict], key: str, name: str, d: int, p: Params, shape) -> torch.Tensor:
@@ -243,6 +257,16 @@ def _assemble(results: list[dict], key: str, name: str, d: int, p: Params, shape
 
 
 def summarize(p: Params, results: list[dict], frames) -> Summary:
+    # Placement: results come in rank order; each rank's coordinate and its groups' members must follow
+    # Megatron's layout, so the tp peers of a stage are neighbouring ranks (one node).
+    misplaced = []
+    for rank, r in enumerate(results):
+        d, s, t = mesh_coordinate(rank, p)
+        expected_groups = {"tp": [(d * p.pp + s) * p.tp + k for k in range(p.tp)],
+                           "pp": [(d * p.pp + k) * p.tp + t for k in range(p.pp)],
+                           "dp": [(k * p.pp + s) * p.tp + t for k in range(p.dp)]}
+        if tuple(r["coord"]) != (d, s, t) or {k: sorted(v) for k, v in r["groups"].items()} != expected_groups:
+            misplaced.append(rank)
     results = sorted(results, key=lambda r: r["coord"])
     ref = reference(p)
     loss = sum(r["loss"] for r in results if r["coord"][1] == p.pp - 1 and r["coord"][2] == 0)
@@ -262,12 +286,15 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     ranks, m, per_stage, element = p.dp * p.pp * p.tp, p.microbatches, p.layers // p.pp, 4
     act = MICRO_BATCH * p.hidden * element  # one micro-batch's activation (or its gradient)
     local_params = [r["param_bytes"] for r in results]
+    h = p.hidden
+    # One rank's slice of a layer: fc1's 4h/t rows (weight and bias), fc2's 4h/t columns, fc2's bias whole.
+    slice_bytes = per_stage * (4 * h * h // p.tp + 4 * h // p.tp + h * 4 * h // p.tp + h) * element
     formula_buffer = {
         # per layer and micro-batch: g forward + f backward, b·h each; but the very first f has no backward
         # all-reduce: its input is the data, which needs no gradient
         "tp": ranks * per_stage * m * 2 * act - p.dp * p.tp * m * act,
         "pp": p.dp * p.tp * (p.pp - 1) * m * 2 * act,  # each stage boundary: activation forward, gradient back
-        "dp": sum(local_params),  # every rank all-reduces the gradients of its own slice once
+        "dp": ranks * slice_bytes,  # every rank all-reduces the gradients of its own slice once
     }
     formula_wire = {
         "tp": formula_buffer["tp"] * 2 * (p.tp - 1) / p.tp,
@@ -276,6 +303,10 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     }
 
     checks = [
+        Check(name="mesh placement: tp peers are neighbouring ranks", passed=not misplaced,
+              measured=misplaced or "all ranks placed", expected="rank = (d·pp + s)·tp + t",
+              detail="each rank's (dp, pp, tp) coordinate and the members of its tp, pp and dp groups, "
+                     "against Megatron's tp-fastest layout"),
         Check(name="loss equals the single-process step", passed=abs(loss - ref["loss"]) <= 1e-5,
               measured=loss, expected=ref["loss"]),
         Check(name="gradients equal the single-process step", passed=grad_diff <= 1e-5, measured=grad_diff,

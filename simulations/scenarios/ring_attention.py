@@ -208,13 +208,11 @@ def _show_step(direction: str, step: int, n: int, rank: int, src: int, p: Params
 # -- the single-process reference and the checks --------------------------------------------------
 
 def reference(p: Params) -> dict:
-    """Plain full attention on the whole sequence, with autograd."""
+    """Full attention on the whole sequence with torch's own op, F.scaled_dot_product_attention
+    (is_causal for the mask), and autograd for the gradients."""
     inputs = make_inputs(p)
     q, k, v = (inputs[name].clone().requires_grad_() for name in ("q", "k", "v"))
-    s = q @ k.transpose(-1, -2) / math.sqrt(p.head_dim)
-    if p.causal:
-        s = s.masked_fill(~torch.ones(p.seq_len, p.seq_len, dtype=torch.bool).tril(), -math.inf)
-    out = torch.softmax(s, dim=-1) @ v
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=p.causal)
     (out * inputs["grad_out"]).sum().backward()
     return {"out": out.detach(), "dq": q.grad, "dk": k.grad, "dv": v.grad}
 
@@ -231,8 +229,9 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                 whole[i] = part
         diffs[name] = max_abs_diff(torch.cat(whole, dim=1), ref[name])
 
-    # Bytes, from the traced transfers: K/V blocks in forward and backward, dK/dV in backward.
-    kv_block = results[0]["kv_bytes"]  # K + V of one block
+    # Bytes, from the traced transfers: K/V blocks in forward and backward, dK/dV in backward; expected
+    # from the configuration: a block is K and V of seq/N positions, heads × head_dim fp32 values each.
+    kv_block = 2 * p.heads * (p.seq_len // n) * p.head_dim * 4
     sent = {"forward": [0] * n, "backward_kv": [0] * n, "backward_dkv": [0] * n}
     backward = False
     for f in frames:
@@ -251,17 +250,44 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                 overlap += sum(max(0.0, min(t.end, s.end) - max(t.start, s.start))
                                for s in f.spans if s.kind == "compute" and s.rank == t.src)
 
+    # Work: score elements each rank computed at each forward step, against the tile count of the layout.
+    # A tile is c × c scores per head (a diagonal tile is computed whole, then masked). Zig-zag with a
+    # causal mask: at step 0 a rank attends its own two chunks (two diagonal tiles, and its late chunk
+    # sees all of its early one: 3 tiles); at every later step exactly 2 of its 4 tiles are needed (one
+    # chunk of the block precedes both of its query chunks, or both its chunks precede its late one);
+    # contiguous: rank r needs a tile only at steps s ≤ r.
+    c = p.seq_len // pieces
+    tile = p.heads * c * c
+    per_rank = 2 if p.zigzag else 1
+    if not p.causal:
+        expected_work = [[per_rank * per_rank * tile] * n for _ in range(n)]
+    elif p.zigzag:
+        expected_work = [[3 * tile] + [2 * tile] * (n - 1) for _ in range(n)]
+    else:
+        expected_work = [[tile if s <= r else 0 for s in range(n)] for r in range(n)]
+    measured_work = [list(r["work"]) for r in results]
     work = [sum(r["work"]) for r in results]
     checks = [
         Check(name="output equals full attention", passed=diffs["out"] <= 1e-5, measured=diffs["out"],
-              expected="≤ 1e-5", detail="max |O_ring − O_full|"),
+              expected="≤ 1e-5", detail="max |O_ring − O_full|; fp32, online softmax vs one softmax: round-off "
+              "~1e-7 at these sizes, 1e-5 leaves 100× margin; a missed rescale or mask errs by > 1e-2"),
         Check(name="gradients equal full attention's", passed=max(diffs["dq"], diffs["dk"], diffs["dv"]) <= 1e-5,
               measured=max(diffs["dq"], diffs["dk"], diffs["dv"]), expected="≤ 1e-5",
               detail="max |grad_ring − grad_full|: " + ", ".join(f"{k} {diffs[k]:.2e}" for k in ("dq", "dk", "dv"))),
         Check(name="forward bytes per rank = (N−1)·(K+V block bytes)", passed=all(s == formula_fwd for s in sent["forward"]),
               measured=sent["forward"], expected=formula_fwd, detail=f"K+V block = {kv_block} bytes"),
+        Check(name="backward K/V bytes per rank = (N−1)·(K+V block bytes)",
+              passed=all(s == formula_fwd for s in sent["backward_kv"]), measured=sent["backward_kv"],
+              expected=formula_fwd, detail="the K/V blocks go round the ring again in backward"),
         Check(name="backward dK/dV bytes per rank = N·(dK+dV block bytes)",
               passed=all(s == formula_dkv for s in sent["backward_dkv"]), measured=sent["backward_dkv"], expected=formula_dkv),
+        Check(name="work per rank and step = the layout's tile count"
+              + (" (zig-zag: equal on every rank)" if p.zigzag and p.causal else ""),
+              passed=measured_work == expected_work, measured=work, expected=[sum(w) for w in expected_work],
+              detail=f"score elements computed per forward step, {tile} per tile of {c}×{c} positions and "
+                     f"{p.heads} heads; " + ("zig-zag + causal: 3 tiles at step 0, then 2 per step, on every rank" if p.zigzag and p.causal
+                     else "causal, contiguous: rank r computes at steps 0..r only" if p.causal
+                     else f"no mask: {per_rank * per_rank} tile(s) per step")),
     ]
     return Summary(checks=checks, figures={
         "kv_block_bytes": kv_block, "forward_bytes_per_rank": sent["forward"], "formula_forward_bytes": formula_fwd,
