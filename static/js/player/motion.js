@@ -87,6 +87,27 @@ export function swap(svg, draw, { duration = 0 } = {}) {
     ends.push(() => restore(el, 'opacity', target));
   };
 
+  // A new block grows into its slot: from its left edge (grow-x) or from its base (grow-y).
+  const grow = (el) => {
+    const sel = d3.select(el);
+    const how = el.getAttribute('data-enter');
+    const t = sel.transition(NAME).duration(duration).ease(ease);
+    moving.push(el);
+    if (how === 'grow-y') {
+      const y = el.getAttribute('y');
+      const h = el.getAttribute('height');
+      el.setAttribute('y', Number(y) + Number(h));
+      el.setAttribute('height', 0);
+      t.attr('y', y).attr('height', h);
+      ends.push(() => { el.setAttribute('y', y); el.setAttribute('height', h); });
+    } else {
+      const w = el.getAttribute('width');
+      el.setAttribute('width', 0);
+      t.attr('width', w);
+      ends.push(() => el.setAttribute('width', w));
+    }
+  };
+
   for (const el of layer.node().querySelectorAll('*')) {
     if (el.closest('defs') || el.tagName === 'title') continue;
     const key = el.getAttribute('data-key');
@@ -105,7 +126,17 @@ export function swap(svg, draw, { duration = 0 } = {}) {
           t.attr(attr, to);
           ends.push(() => el.setAttribute(attr, to));
         }
+        const fromFill = before.getAttribute('fill');
+        const toFill = el.getAttribute('fill');
+        if (fromFill && toFill && fromFill !== toFill && /^(#|rgb)/.test(fromFill) && /^(#|rgb)/.test(toFill)) {
+          el.setAttribute('fill', fromFill);
+          t = t ?? sel.transition(NAME).duration(duration).ease(ease);
+          t.attr('fill', toFill);
+          ends.push(() => el.setAttribute('fill', toFill));
+        }
         if (t) moving.push(el);
+      } else if (el.hasAttribute('data-enter')) {
+        grow(el);
       } else if (!el.parentElement.closest('[data-key]') || !oldByKey.has(el.parentElement.closest('[data-key]').getAttribute('data-key'))) {
         fadeIn(el);
       }

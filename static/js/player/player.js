@@ -381,6 +381,7 @@ export class Player {
       }, (err) => console.warn(`distdeck: view ${name} failed to load`, err)); // eslint-disable-line no-console
     }
     this.viewsEl.dataset.count = String(this.svgs.size);
+    this.viewsEl.dataset.views = Array.from(this.svgs.keys()).join(' ');
   }
 
   /** Show frame k in every view, animated from what is on screen over `duration` ms. */

@@ -11,6 +11,7 @@ const PAD = 10;
 const TITLE = 22;
 const NAME = 19;
 const SMALL = 18;
+const LINE = 25; // a line of text: glyph boxes are about 1.2 em tall
 
 function valueScale(frame) {
   let max = 0;
@@ -32,7 +33,7 @@ export function render(svg, { frame, meta, size }) {
   const maxOps = d3.max(collectives, ([, ops]) => ops.length) ?? 0;
   const wraps = p2p.some((t) => Math.abs(t.dst - t.src) > 1);
   // Room under the boxes: arrows (deeper for a wrap-around) or collective badges (two lines each).
-  const zone = p2p.length ? (wraps ? 92 : 56) : maxOps ? 8 + maxOps * 2 * (SMALL + 4) : 0;
+  const zone = p2p.length ? (wraps ? 92 : 56) : maxOps ? 12 + maxOps * 2 * LINE : 0;
   const gap = n > 4 ? 8 : 14;
   const boxW = (W - gap * (n + 1)) / n;
   const boxH = H - zone - 8;
@@ -54,24 +55,26 @@ export function render(svg, { frame, meta, size }) {
     .text((d) => (boxW < 90 ? `r${d.rank}` : `rank ${d.rank}`));
   const statusBelow = !wide;
   boxes.filter((d) => d.status).append('text').attr('class', 'rank-status')
-    .attr('x', statusBelow ? PAD : boxW - PAD).attr('y', statusBelow ? TITLE + 6 + SMALL + 6 : TITLE + 6)
+    .attr('x', statusBelow ? PAD : boxW - PAD).attr('y', statusBelow ? TITLE + 6 + LINE : TITLE + 6)
     .attr('text-anchor', statusBelow ? 'start' : 'end')
     .text((d) => fit(d.status, statusBelow ? boxW - 2 * PAD : boxW - 2 * PAD - textWidth(`rank ${d.rank}`, TITLE) - 12, SMALL));
 
   boxes.each(function drawTensors(rank) {
     const g = d3.select(this);
-    let y = TITLE + 6 + (statusBelow && rank.status ? SMALL + 6 : 0) + 12;
+    let y = TITLE + 6 + (statusBelow && rank.status ? LINE : 0) + 12;
     const rows = [];
     for (const tensor of rank.tensors) {
-      const values = tensor.values ?? [];
-      const perRow = Math.min(values.length, 16);
-      const cell = values.length ? Math.max(6, Math.min(18, (boxW - 2 * PAD) / perRow)) : 0;
+      const values = (tensor.values ?? []).slice(0, 16);
+      // Values as colour cells, at least 14 px: two rows of them when the box is narrow.
+      const perRow = Math.max(1, Math.min(values.length, Math.floor((boxW - 2 * PAD) / 14)));
+      const cell = values.length ? Math.min(20, (boxW - 2 * PAD) / perRow) : 0;
+      const cellRows = values.length ? Math.min(2, Math.ceil(values.length / perRow)) : 0;
       const nameLine = `${tensor.name}${wide && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
       const bytesText = bytes(tensor.bytes);
       const sameLine = textWidth(nameLine, NAME) + textWidth(bytesText, SMALL) + 16 <= boxW - 2 * PAD;
-      const h = NAME + 4 + (sameLine ? 0 : SMALL + 4) + (values.length ? cell + 4 : 0)
-        + (tensor.note ? SMALL + 4 : 0) + 8;
-      rows.push({ tensor, perRow, cell, nameLine, bytesText, sameLine, h });
+      const h = LINE + (sameLine ? 0 : LINE) + (values.length ? cellRows * cell + 6 : 0)
+        + (tensor.note ? LINE : 0) + 6;
+      rows.push({ tensor, perRow, cell, cellRows, nameLine, bytesText, sameLine, h });
     }
     const room = boxH - y - 4;
     let used = 0;
@@ -88,26 +91,27 @@ export function render(svg, { frame, meta, size }) {
       t.append('text').attr('class', 'tensor-name').attr('y', NAME)
         .style('fill', roleColor(tensor.role)) // a style, so the stylesheet's text colour does not win
         .text(fit(row.nameLine, row.sameLine ? boxW - 2 * PAD : boxW - 2 * PAD, NAME));
-      let yy = NAME + 4;
+      let yy = LINE;
       if (row.sameLine) {
         t.append('text').attr('class', 'tensor-bytes').attr('x', boxW - 2 * PAD).attr('y', NAME)
           .attr('text-anchor', 'end').text(row.bytesText);
       } else {
-        t.append('text').attr('class', 'tensor-bytes').attr('y', yy + SMALL - 2).text(row.bytesText);
-        yy += SMALL + 4;
+        t.append('text').attr('class', 'tensor-bytes').attr('y', yy + SMALL).text(row.bytesText);
+        yy += LINE;
       }
-      const values = (tensor.values ?? []).slice(0, row.perRow);
+      const values = (tensor.values ?? []).slice(0, row.perRow * row.cellRows);
       if (values.length) {
-        t.append('g').attr('transform', `translate(0,${yy})`)
+        t.append('g').attr('transform', `translate(0,${yy + 2})`)
           .selectAll('rect').data(values).join('rect')
-          .attr('class', 'value-cell')
-          .attr('x', (_, i) => i * row.cell).attr('width', row.cell - 1).attr('height', row.cell - 1)
+          .attr('class', 'value-cell').attr('data-key', (_, i) => `v-${rank.rank}-${tensor.name}-${i}`)
+          .attr('x', (_, i) => (i % row.perRow) * row.cell).attr('y', (_, i) => Math.floor(i / row.perRow) * row.cell)
+          .attr('width', row.cell - 2).attr('height', row.cell - 2)
           .attr('fill', (v) => color(v))
           .append('title').text((v) => value(v));
-        yy += row.cell + 4;
+        yy += row.cellRows * row.cell + 6;
       }
       if (tensor.note) {
-        t.append('text').attr('class', 'tensor-note').attr('y', yy + SMALL - 2)
+        t.append('text').attr('class', 'tensor-note').attr('y', yy + SMALL)
           .text(fit(tensor.note, boxW - 2 * PAD, SMALL));
       }
       y += row.h;
@@ -140,11 +144,11 @@ export function render(svg, { frame, meta, size }) {
   if (!p2p.length) {
     for (const [rank, ops] of collectives) {
       ops.forEach(([op, total], i) => {
-        const yy = baseY + i * 2 * (SMALL + 4);
+        const yy = baseY + i * 2 * LINE;
         arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
           .attr('y', yy + SMALL).attr('text-anchor', 'middle').text(fit(op, boxW, SMALL + 1));
         arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
-          .attr('y', yy + 2 * SMALL + 4).attr('text-anchor', 'middle').text(bytes(total));
+          .attr('y', yy + SMALL + LINE).attr('text-anchor', 'middle').text(bytes(total));
       });
     }
   }
