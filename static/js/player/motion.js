@@ -14,7 +14,7 @@
  * layer simply replaces the old one.
  */
 
-const GEOMETRY = ['x', 'y', 'width', 'height', 'cx', 'cy', 'r', 'x1', 'y1', 'x2', 'y2', 'd', 'transform', 'points'];
+const GEOMETRY = ['x', 'y', 'width', 'height', 'cx', 'cy', 'r', 'x1', 'y1', 'x2', 'y2', 'd', 'transform', 'points', 'stroke-width'];
 const NAME = 'distdeck-motion';
 const state = new WeakMap();
 
@@ -31,6 +31,8 @@ function restore(el, prop, value) {
   else el.style.removeProperty(prop);
   if (el.getAttribute('style') === '') el.removeAttribute('style');
 }
+
+const numbers = (s) => (s.match(/-?[\d.]+(?:e-?\d+)?/g) ?? []).length;
 
 function isLeaf(el) {
   return !el.firstElementChild || el.tagName === 'text';
@@ -121,6 +123,8 @@ export function swap(svg, draw, { duration = 0 } = {}) {
           const from = before.getAttribute(attr);
           const to = el.getAttribute(attr);
           if (from == null || to == null || from === to) continue;
+          // A path with more points than before (a curve one step longer) is not a tween of it.
+          if ((attr === 'd' || attr === 'points') && numbers(from) !== numbers(to)) continue;
           el.setAttribute(attr, from);
           t = t ?? sel.transition(NAME).duration(duration).ease(ease);
           t.attr(attr, to);

@@ -131,7 +131,7 @@ export function render(svg, { frame, meta, size }) {
     const span = Math.abs(t.dst - t.src);
     const depth = span > 1 ? 64 : 30;
     const path = `M${x1},${baseY} C${x1},${baseY + depth} ${x2},${baseY + depth} ${x2},${baseY}`;
-    arrows.append('path').attr('class', `transfer transfer-${t.op}`).attr('d', path)
+    arrows.append('path').attr('class', `transfer transfer-${t.op}`).attr('data-at', frame.index).attr('d', path)
       .attr('marker-end', 'url(#sim-arrow)')
       .append('title').text(`rank ${t.src} → rank ${t.dst}: ${bytes(t.bytes)}${t.chunk != null ? `, chunk ${t.chunk}` : ''}`);
     const label = `${bytes(t.bytes)}${t.chunk != null && span <= 1 && boxW + gap > 150 ? ` · c${t.chunk}` : ''}`;
