@@ -234,8 +234,10 @@ class Engine:
                 self.show("free", f"Unit {unit.index} forward done (micro-batch {micro + 1}): its gathered "
                           f"parameters are freed at once; only the shard stays", unit)
             else:
-                self.show("forward", f"Unit {unit.index} forward (micro-batch {micro + 1}): every rank holds "
-                          f"the whole layer", unit)
+                self.show("forward", f"Unit {unit.index} forward, micro-batch {micro + 1} of "
+                          f"{self.p.grad_accumulation}: " + ("only its input is kept, the rest is dropped "
+                          "to be recomputed in backward" if self.p.activation_checkpointing
+                          else "its activations stay until its backward"), unit)
         return x
 
     def before_backward(self, unit: Unit) -> None:
@@ -247,7 +249,10 @@ class Engine:
     def after_backward(self, unit: Unit) -> None:
         """Fires when the unit's gradient is complete (the flat vector's grad accumulated)."""
         if self.p.stage < 2:  # the full gradient stays until the end of the step
-            self.show("backward", f"Unit {unit.index} backward: its full gradient stays on every rank", unit)
+            self.show("backward", f"Unit {unit.index} backward: " + ("its forward recomputed from the kept "
+                      "input, then its gradient" if self.p.activation_checkpointing else "its gradient")
+                      + (" adds up in .grad, no all-reduce yet" if self.p.stage == 0 and self.p.grad_accumulation > 1
+                         else " stays whole on every rank"), unit)
             return
         # Stages 2–3: reduce-scatter now, keep only this rank's averaged shard, free the rest.
         shard = torch.empty(unit.hi - unit.lo, dtype=unit.full.dtype, device=unit.full.device)
@@ -377,8 +382,9 @@ def run(ctx: RankContext, p: Params) -> dict:
     }
     if p.stage == 3 and p.precision == "fp32":
         result["fsdp2"] = train_with_fully_shard(ctx, p, micro_x, micro_y)
-    trace.frame("done", f"After {p.steps} step(s): stage {p.stage} trained the same model as plain DDP "
-                f"(see the checks)", extra={"stage": p.stage})
+    trace.frame("done", f"After {p.steps} step{'s' if p.steps > 1 else ''}: "
+                + (f"{STAGE_NAMES[p.stage]} trained the same model as plain DDP" if p.stage
+                   else "the same model as one process trained on the whole batch"), extra={"stage": p.stage})
     return result
 
 
@@ -394,7 +400,8 @@ def _setup_caption(p: Params, n: int) -> str:
 
 
 def _gradients_caption(p: Params, n: int) -> str:
-    return {0: "Gradients all-reduced: every rank holds the full averaged gradient",
+    return {0: (f"One all-reduce for the whole step, after all {p.grad_accumulation} micro-batches: "
+                if p.grad_accumulation > 1 else "Gradients all-reduced: ") + "every rank holds the full averaged gradient",
             1: "Gradients reduce-scattered: rank r's shard of the full gradient buffer is the average; "
                "the rest of the buffer is still allocated",
             2: "Backward done: each rank holds only its averaged gradient shard",

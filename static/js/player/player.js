@@ -1,20 +1,120 @@
 /**
- * A live simulation on a slide: streams a real run's frames, buffers them, and shows one
- * frame per step of the slide. → and ← (through the deck's steps controller) move between
- * frames; while the run is still streaming, → at the last frame waits for the next one.
+ * A live simulation on a slide: streams a real run's frames, buffers them, and shows them step
+ * by step. A step is one frame, or, when a run has more frames than a talk has presses, a group
+ * of them (a ring phase, a unit's gather-use-free, a few pipeline slots) whose frames play one
+ * after another when the step is entered; the "every frame" toggle (and the widget page) go
+ * frame by frame. → and ← (through the deck's steps controller) move between steps; the steps
+ * are known once the run is complete, so → waits at the first frame while it still streams
+ * (the widget page, frame by frame, steps through frames as they arrive).
+ *
+ * Each view is drawn for the pane it gets (its viewBox is the pane's size in slide pixels, so a
+ * font size in a view is a font size on the slide) and animated between frames by motion.js.
  */
 import { registerStepper, stepsChanged } from '../deck/steps.js';
 import { buildControls } from './controls.js';
 import { renderSummary } from './summary.js';
+import { finish, motionAllowed, swap } from './motion.js';
+import { declutter } from './views/layout.js';
 import { describeScenario, recordedChoices, streamRecordedRun, streamRun, whyRefused } from './source.js';
 
-// Every view draws in the same 960 × 520 box, so two side by side line up.
-const VIEW_BOX = { width: 960, height: 520 };
+// Used when a pane has no size yet (its slide is not laid out): redrawn once it has one.
+const FALLBACK_BOX = { width: 960, height: 520 };
+// A live slide tells its story in at most this many presses; runs with more frames are grouped.
+export const MAX_STEPS = 20;
+// A run of a few long phases (the pipeline's slots) is cut into about this many steps.
+const SPLIT_TARGET = 16;
+const FEW_PHASES = 6;
+// A step's frames play within about this long, each frame's transition 150–450 ms.
+const STEP_PLAY_MS = 2400;
+const FRAME_MS = 450;
+// Phases that continue the step of the phase before them: a unit's gather, reduce-scatter and
+// free; DiLoCo's pseudo-gradient, outer all-reduce and outer step.
+const JOINS = {
+  all_gather: new Set(['free', 'reduce_scatter']),
+  reduce_scatter: new Set(['free']),
+  pseudo_gradient: new Set(['outer_sync', 'outer_step']),
+  outer_sync: new Set(['outer_step']),
+};
 const viewModules = new Map();
 
 function loadView(name) {
   if (!viewModules.has(name)) viewModules.set(name, import(`./views/${name}.js`));
   return viewModules.get(name);
+}
+
+/**
+ * Steps of a finished run, as [first frame, last frame] pairs: a frame each when there are at
+ * most MAX_STEPS; else runs of one phase (with the phases that join them), long runs cut into
+ * pieces, and, if that is still too many, neighbouring groups merged evenly.
+ */
+export function groupFrames(frames, maxSteps = MAX_STEPS) {
+  const n = frames.length;
+  if (n <= maxSteps) return frames.map((_, i) => [i, i]);
+  let groups = [];
+  for (let i = 0; i < n; i += 1) {
+    const last = groups[groups.length - 1];
+    const prev = frames[i - 1];
+    const joins = prev && (frames[i].phase === prev.phase || JOINS[prev.phase]?.has(frames[i].phase));
+    if (last && joins) last[1] = i;
+    else groups.push([i, i]);
+  }
+  if (groups.length < FEW_PHASES) {
+    // Give the longest groups more steps until the budget is spent.
+    const pieces = groups.map(() => 1);
+    const size = (g, k) => (groups[g][1] - groups[g][0] + 1) / pieces[g];
+    for (let total = groups.length; total < SPLIT_TARGET; total += 1) {
+      let best = 0;
+      for (let g = 1; g < groups.length; g += 1) if (size(g) > size(best)) best = g;
+      if (size(best) <= 1) break;
+      pieces[best] += 1;
+    }
+    groups = groups.flatMap(([a, b], g) => {
+      const len = b - a + 1;
+      return Array.from({ length: pieces[g] }, (_, k) => [
+        a + Math.round((k * len) / pieces[g]), a + Math.round(((k + 1) * len) / pieces[g]) - 1]);
+    });
+  }
+  if (groups.length > maxSteps) {
+    const per = Math.ceil(groups.length / maxSteps);
+    const merged = [];
+    for (let g = 0; g < groups.length; g += per) merged.push([groups[g][0], groups[Math.min(g + per, groups.length) - 1][1]]);
+    groups = merged;
+  }
+  return groups;
+}
+
+/** A server's refusal in plain words: "dp·pp·tp = 16 must be at most 8", "world size must be at most 8". */
+export function plainRefusal(message) {
+  return String(message ?? 'the run could not start')
+    .split('; ')
+    .map((part) => part
+      .replace(/^(query|body|params)\s*:\s*/i, '')
+      .replace(/Value error,\s*/i, '')
+      .replace(/^(\w+): Input should be less than or equal to (.+)$/, '$1 must be at most $2')
+      .replace(/^(\w+): Input should be greater than or equal to (.+)$/, '$1 must be at least $2')
+      .replace(/^(\w+): Input should be less than (.+)$/, '$1 must be less than $2')
+      .replace(/^(\w+): Input should be greater than (.+)$/, '$1 must be more than $2')
+      .replace(/^(\w+)(?=:| must)/, (name) => name.replace(/_/g, ' ')))
+    .join('; ');
+}
+
+// The players of each slide: pp-side-by-side has two, and → steps both together.
+const playersOfSlide = new Map();
+
+function joinSlide(player) {
+  const slide = player.slide;
+  let list = playersOfSlide.get(slide);
+  if (!list) {
+    list = [];
+    playersOfSlide.set(slide, list);
+    registerStepper(slide, {
+      get count() { return Math.max(1, ...list.map((p) => p.stepCount())); },
+      get index() { return Math.max(0, ...list.map((p) => p.stepIndex)); },
+      get pending() { return list.some((p) => p.pendingSteps()); },
+      go(k) { for (const p of list) p.goStep(k); },
+    });
+  }
+  list.push(player);
 }
 
 function parseJson(text, fallback) {
@@ -34,25 +134,85 @@ export class Player {
       this.source = (scenario, params, handlers) => streamRecordedRun(element.dataset.run, handlers);
       this.controlNames = [];
     }
+    // The widget page goes frame by frame: it is where the whole run is studied.
+    this.everyFrame = Boolean(this.slide?.classList.contains('widget-slide'));
     this.reset();
     this.build();
     const player = this;
     this.stepper = {
-      get count() { return Math.max(1, player.frames.length); },
-      get index() { return player.index; },
-      get pending() { return player.status === 'idle' || player.status === 'streaming'; },
-      go(k) { player.show(k); },
+      get count() { return player.stepCount(); },
+      get index() { return player.stepIndex; },
+      get pending() { return player.pendingSteps(); },
+      go(k) { player.goStep(k); },
     };
-    if (this.slide) registerStepper(this.slide, this.stepper);
+    if (this.slide) joinSlide(this);
   }
+
+  stepCount() { return Math.max(1, this.steps.length); }
+
+  pendingSteps() { return this.status === 'idle' || this.status === 'streaming'; }
 
   reset() {
     this.meta = null;
     this.frames = [];
     this.summary = null;
     this.index = 0;
+    this.steps = [];
+    this.stepIndex = 0;
     this.status = 'idle';
     this.error = null;
+  }
+
+  /** Steps from the frames: while streaming only the first (or, frame by frame, every one so far). */
+  regroup() {
+    const shown = this.steps[this.stepIndex] ? this.index : 0;
+    if (this.everyFrame) this.steps = this.frames.map((_, i) => [i, i]);
+    else if (this.status === 'done') this.steps = groupFrames(this.frames);
+    else this.steps = this.frames.length ? [[0, 0]] : [];
+    const at = this.steps.findIndex(([a, b]) => shown >= a && shown <= b);
+    this.stepIndex = Math.max(0, at);
+    this.element.dataset.simSteps = String(this.steps.length);
+    const onSlide = !this.slide?.classList.contains('widget-slide');
+    this.framesToggle.hidden = !(onSlide && this.status === 'done' && groupFrames(this.frames).length < this.frames.length);
+  }
+
+  /** Show step k: from the step before it, its frames play; from anywhere else, its end at once. */
+  goStep(k) {
+    if (!this.steps.length) return;
+    const target = Math.max(0, Math.min(k, this.steps.length - 1));
+    const from = this.stepIndex;
+    this.stopPlaying();
+    this.stepIndex = target;
+    this.element.dataset.simStep = String(target);
+    const [a, b] = this.steps[target];
+    const settled = this.steps[from] && this.index === this.steps[from][1];
+    if (!(motionAllowed() && target === from + 1 && settled)) {
+      this.show(b, { duration: 0 });
+      return;
+    }
+    const count = b - a + 1;
+    const each = count === 1 ? FRAME_MS : Math.max(150, Math.min(FRAME_MS, STEP_PLAY_MS / count));
+    let i = a;
+    const next = () => {
+      this.show(i, { duration: each });
+      if (i < b) {
+        i += 1;
+        this.playing = { timer: window.setTimeout(next, each), end: b };
+      } else {
+        this.playing = null;
+      }
+    };
+    next();
+  }
+
+  /** A key during a step's playback: its last frame at once. */
+  stopPlaying() {
+    for (const svg of this.svgs.values()) finish(svg);
+    if (!this.playing) return;
+    window.clearTimeout(this.playing.timer);
+    const { end } = this.playing;
+    this.playing = null;
+    this.show(end, { duration: 0 });
   }
 
   build() {
@@ -67,10 +227,44 @@ export class Player {
     this.viewsEl = Object.assign(document.createElement('div'), { className: 'sim-views' });
     this.captionEl = Object.assign(document.createElement('p'), { className: 'sim-caption' });
     this.summaryEl = Object.assign(document.createElement('div'), { className: 'sim-summary' });
+    // Grouped steps by default; every frame on request (the steps then are the frames).
+    this.framesToggle = Object.assign(document.createElement('label'), { className: 'sim-control sim-frames-toggle' });
+    this.toggleInput = Object.assign(document.createElement('input'), { type: 'checkbox', name: 'every_frame' });
+    this.toggleInput.addEventListener('keydown', (event) => event.stopPropagation());
+    this.toggleInput.addEventListener('change', () => {
+      this.everyFrame = this.toggleInput.checked;
+      this.regroup();
+      this.show(this.steps[this.stepIndex]?.[1] ?? 0);
+      this.notify();
+    });
+    this.framesToggle.append(this.toggleInput, Object.assign(document.createElement('span'), { textContent: 'every frame' }));
+    this.framesToggle.hidden = true;
     const header = Object.assign(document.createElement('div'), { className: 'sim-header' });
-    header.append(this.controlsEl, this.statusEl);
+    const right = Object.assign(document.createElement('div'), { className: 'sim-header-right' });
+    right.append(this.framesToggle, this.statusEl);
+    header.append(this.controlsEl, right);
     el.replaceChildren(header, this.viewsEl, this.captionEl, this.summaryEl);
     this.svgs = new Map();
+    this.views = new Map();
+    // A pane that changes size (the slide laid out, the window resized) is drawn again for it.
+    this.resizer = new ResizeObserver(() => {
+      if (this.frames.length && this.sizeChanged()) this.show(this.index, { duration: 0 });
+    });
+    this.resizer.observe(this.viewsEl);
+  }
+
+  sizeChanged() {
+    for (const svg of this.svgs.values()) {
+      const box = svg.getAttribute('viewBox');
+      if (box !== this.viewBoxOf(svg)) return true;
+    }
+    return false;
+  }
+
+  viewBoxOf(svg) {
+    const w = Math.round(svg.clientWidth) || FALLBACK_BOX.width;
+    const h = Math.round(svg.clientHeight) || FALLBACK_BOX.height;
+    return `0 0 ${w} ${h}`;
   }
 
   /** Start streaming (once); the deck calls this when the slide comes near. */
@@ -99,7 +293,10 @@ export class Player {
 
   run() {
     this.connection?.close();
+    this.stopPlaying();
     this.reset();
+    this.clear();
+    this.element.classList.remove('sim-failed');
     this.status = 'streaming';
     this.updateStatus();
     this.notify();
@@ -109,14 +306,18 @@ export class Player {
       frame: (frame) => {
         if (frame.index !== this.frames.length) return; // a resumed stream repeats nothing we keep
         this.frames.push(frame);
-        if (this.frames.length === 1) this.show(0);
+        this.regroup();
+        if (this.frames.length === 1) this.show(0, { duration: 0 });
         this.updateStatus();
         this.notify();
       },
       summary: (summary) => { this.summary = summary; },
       done: () => {
         this.status = 'done';
-        renderSummary(this.summaryEl, this.summary, this.meta);
+        this.regroup();
+        renderSummary(this.summaryEl, this.summary, this.meta, this.slide);
+        // Views that show the run's figures (the pipeline's bubble) draw them now.
+        if (!this.playing) this.show(this.index, { duration: 0 });
         this.updateStatus();
         this.notify();
       },
@@ -128,20 +329,32 @@ export class Player {
     });
   }
 
+  /** The old run's pictures, caption and checks go: they belong to other settings. */
+  clear() {
+    for (const svg of this.svgs.values()) { finish(svg); svg.querySelector(':scope > g.frame-layer')?.remove(); }
+    this.captionEl.textContent = '';
+    this.summaryEl.replaceChildren();
+    this.slide?.querySelector('aside.notes .sim-notes')?.remove();
+  }
+
   fail(message) {
+    this.stopPlaying();
     this.status = 'error';
-    this.error = message;
+    this.error = plainRefusal(message);
+    this.frames = [];
+    this.steps = [];
+    this.stepIndex = 0;
+    this.clear();
     this.element.classList.add('sim-failed');
     this.updateStatus();
     this.notify();
   }
 
   unavailable(message) {
+    this.stopPlaying();
     this.status = 'unavailable';
     this.error = message;
-    for (const svg of this.svgs.values()) svg.replaceChildren();
-    this.captionEl.textContent = '';
-    this.summaryEl.replaceChildren();
+    this.clear();
     this.updateStatus();
     this.notify();
   }
@@ -155,18 +368,24 @@ export class Player {
     for (const name of wanted) {
       if (this.svgs.has(name)) continue;
       const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
-      svg.setAttribute('viewBox', `0 0 ${VIEW_BOX.width} ${VIEW_BOX.height}`);
+      svg.setAttribute('viewBox', `0 0 ${FALLBACK_BOX.width} ${FALLBACK_BOX.height}`);
+      svg.setAttribute('preserveAspectRatio', 'xMidYMid meet');
       svg.setAttribute('class', `sim-view sim-view-${name}`);
       svg.setAttribute('role', 'img');
       svg.setAttribute('aria-label', `${name} view`);
       this.viewsEl.append(svg);
       this.svgs.set(name, svg);
+      loadView(name).then((view) => {
+        this.views.set(name, view);
+        if (this.frames.length) this.show(this.index, { duration: 0 });
+      }, (err) => console.warn(`distdeck: view ${name} failed to load`, err)); // eslint-disable-line no-console
     }
     this.viewsEl.dataset.count = String(this.svgs.size);
+    this.viewsEl.dataset.views = Array.from(this.svgs.keys()).join(' ');
   }
 
-  /** Show frame k in every view. */
-  async show(k) {
+  /** Show frame k in every view, animated from what is on screen over `duration` ms. */
+  show(k, { duration = FRAME_MS } = {}) {
     if (!this.frames.length) return;
     this.index = Math.max(0, Math.min(k, this.frames.length - 1));
     const frame = this.frames[this.index];
@@ -174,11 +393,27 @@ export class Player {
     this.element.dataset.frame = String(this.index);
     this.element.dataset.phase = frame.phase;
     this.updateStatus();
-    const scene = { meta: this.meta, frames: this.frames, index: this.index, frame, summary: this.summary };
     for (const [name, svg] of this.svgs) {
+      const view = this.views.get(name);
+      if (!view) continue; // drawn when its module has loaded
+      const viewBox = this.viewBoxOf(svg);
+      const [, , width, height] = viewBox.split(' ').map(Number);
+      const resized = svg.getAttribute('viewBox') !== viewBox;
+      svg.setAttribute('viewBox', viewBox);
+      const scene = {
+        meta: this.meta, frames: this.frames, index: this.index, frame, summary: this.summary,
+        size: { width, height }, params: this.params,
+      };
       try {
-        const view = await loadView(name);
-        if (this.index === scene.index) view.render(window.d3.select(svg), scene);
+        const draw = (root) => { view.render(root, scene); declutter(root.node()); };
+        const layer = swap(svg, draw, { duration: resized ? 0 : duration });
+        // What a view says about itself (data-*, aria-label) belongs on its SVG.
+        for (const attr of Array.from(layer.attributes)) {
+          if (attr.name.startsWith('data-') || attr.name === 'aria-label') {
+            svg.setAttribute(attr.name, attr.value);
+            layer.removeAttribute(attr.name);
+          }
+        }
       } catch (err) {
         console.warn(`distdeck: view ${name} failed`, err); // eslint-disable-line no-console
       }
@@ -188,7 +423,7 @@ export class Player {
   updateStatus() {
     const total = this.frames.length;
     let text;
-    if (this.status === 'error') text = `The run failed: ${this.error}`;
+    if (this.status === 'error') text = `These settings cannot run: ${this.error}.`;
     else if (this.status === 'unavailable') text = this.error.charAt(0).toUpperCase() + this.error.slice(1);
     else if (!total) text = this.status === 'streaming' ? 'Starting the ranks…' : '';
     else text = `Frame ${this.index + 1}/${total}${this.status === 'streaming' ? ' (streaming…)' : ''}`;

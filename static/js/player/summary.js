@@ -1,9 +1,11 @@
-/** The run's self-checks under the views: measured beside expected, pass or fail. */
+/**
+ * The run's self-checks under the views: one line for the audience ("✓ 4 checks passed against a
+ * single-process run") that opens the detail (each check, measured beside expected, the run's
+ * timing and figures); the detail and the timing also go to the slide's speaker notes.
+ */
 import { measured, ms } from './format.js';
 
-export function renderSummary(container, summary, meta) {
-  container.replaceChildren();
-  if (!summary) return;
+function checkList(summary) {
   const list = document.createElement('ul');
   list.className = 'sim-checks';
   for (const check of summary.checks) {
@@ -20,27 +22,60 @@ export function renderSummary(container, summary, meta) {
     item.append(mark, text);
     list.append(item);
   }
+  return list;
+}
+
+function timingLine(summary, meta) {
   const timing = document.createElement('p');
   timing.className = 'sim-timing';
   const t = summary.timings ?? {};
-  timing.textContent = `${meta?.world_size ?? '?'} ranks · ${meta?.backend ?? ''} · run ${ms(t.run_s)}`
+  const n = meta?.world_size;
+  timing.textContent = `${n ?? '?'} ${n === 1 ? 'rank' : 'ranks'} · ${meta?.backend ?? ''} · run ${ms(t.run_s)}`
     + (t.first_frame_s != null ? ` · first frame ${ms(t.first_frame_s)}` : '')
     + (meta?.source && meta.source !== 'live' ? ` · ${meta.source}` : '');
-  container.append(list, timing);
-  const figures = Object.entries(summary.figures ?? {});
-  if (figures.length) {
-    // Every measured-vs-formula figure of the run, folded away so the slide stays calm.
-    const details = document.createElement('details');
-    details.className = 'sim-figures';
-    const title = document.createElement('summary');
-    title.textContent = `All ${figures.length} measured figures`;
-    const table = document.createElement('dl');
-    for (const [name, figure] of figures) {
-      const term = Object.assign(document.createElement('dt'), { textContent: name.replace(/_/g, ' ') });
-      const value = Object.assign(document.createElement('dd'), { textContent: measured(figure) });
-      table.append(term, value);
-    }
-    details.append(title, table);
-    timing.append(' · ', details);
+  return timing;
+}
+
+function figureList(summary) {
+  const table = document.createElement('dl');
+  table.className = 'sim-figures';
+  for (const [name, figure] of Object.entries(summary.figures ?? {})) {
+    const term = Object.assign(document.createElement('dt'), { textContent: name.replace(/_/g, ' ') });
+    const value = Object.assign(document.createElement('dd'), { textContent: measured(figure) });
+    table.append(term, value);
+  }
+  return table;
+}
+
+/** The one line a slide shows: how many checks passed, and against what. */
+export function checksLine(checks) {
+  const failed = checks.filter((c) => !c.passed).length;
+  const n = checks.length;
+  if (!n) return 'No checks in this run';
+  if (!failed) return `✓ ${n === 1 ? 'The check' : `${n} checks`} passed against a single-process run`;
+  return `✗ ${failed} of ${n} checks failed against a single-process run`;
+}
+
+export function renderSummary(container, summary, meta, slide = null) {
+  container.replaceChildren();
+  if (!summary) return;
+  const details = document.createElement('details');
+  details.className = 'sim-checks-line';
+  const line = document.createElement('summary');
+  line.textContent = checksLine(summary.checks);
+  line.classList.toggle('fail', summary.checks.some((c) => !c.passed));
+  details.append(line, checkList(summary), timingLine(summary, meta));
+  if (Object.keys(summary.figures ?? {}).length) details.append(figureList(summary));
+  container.append(details);
+
+  // The speaker notes get the whole detail: the presenter sees it, the audience does not.
+  const notes = slide?.querySelector('aside.notes');
+  if (notes) {
+    notes.querySelector('.sim-notes')?.remove();
+    const block = document.createElement('div');
+    block.className = 'sim-notes';
+    block.append(Object.assign(document.createElement('p'), { textContent: line.textContent }),
+      checkList(summary), timingLine(summary, meta));
+    notes.append(block);
   }
 }

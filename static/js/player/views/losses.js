@@ -5,11 +5,9 @@
  * bytes each worker has all-reduced so far in each run, as two bars with their ratio.
  */
 import { bytes, value } from '../format.js';
+import { textWidth } from './layout.js';
 
-const W = 960;
-const H = 520;
-const CHART = { left: 78, right: 660, top: 56, bottom: 460 };
-const BARS = { left: 730, right: 950, top: 110, bottom: 440 };
+const LABEL = 18;
 const COLORS = { diloco: 'var(--accent, #5cc8ff)', ddp: 'var(--accent-strong, #ffcf5c)' };
 
 const mean = (values) => values.reduce((a, b) => a + b, 0) / values.length;
@@ -28,9 +26,9 @@ function curves(frames, index) {
   return points;
 }
 
-export function render(svg, { frames, index, frame }) {
+export function render(svg, { frames, index, frame, size }) {
   const d3 = window.d3;
-  svg.selectAll('*').remove();
+  const { width: W, height: H } = size;
   const layout = frames[0]?.extra ?? {};
   if (layout.total_steps == null) return;
   const all = curves(frames, frames.length - 1);
@@ -39,91 +37,90 @@ export function render(svg, { frames, index, frame }) {
   const values = [...all.flatMap((p) => [p.diloco, p.ddp]), ...evals.flatMap((e) => [e.diloco, e.ddp])]
     .filter((v) => v > 0);
 
-  const x = d3.scaleLinear().domain([0, layout.total_steps]).range([CHART.left, CHART.right]);
+  // The bars take a column on the right; the chart the rest.
+  const barsW = Math.max(190, Math.min(260, W * 0.3));
+  const chart = { left: textWidth('0.001', 16) + 18, right: W - barsW - 20, top: 2 * (LABEL + 12) + 8, bottom: H - 52 };
+  const bars = { left: W - barsW + 10, right: W - 10, top: chart.top + 40, bottom: chart.bottom };
+
+  const x = d3.scaleLinear().domain([0, layout.total_steps]).range([chart.left, chart.right]);
   const y = values.length
-    ? d3.scaleLog().domain([d3.min(values) * 0.8, d3.max(values) * 1.25]).range([CHART.bottom, CHART.top])
-    : d3.scaleLinear().domain([0, 1]).range([CHART.bottom, CHART.top]);
+    ? d3.scaleLog().domain([d3.min(values) * 0.8, d3.max(values) * 1.25]).range([chart.bottom, chart.top])
+    : d3.scaleLinear().domain([0, 1]).range([chart.bottom, chart.top]);
 
   // Outer syncs so far: where DiLoCo's workers talk (DDP talks at every step).
   const syncs = frames.slice(0, index + 1).filter((f) => f.phase === 'outer_sync').map((f) => f.extra.step);
   const rules = svg.append('g').attr('class', 'syncs');
   for (const s of syncs) {
-    rules.append('line').attr('x1', x(s)).attr('x2', x(s)).attr('y1', CHART.top).attr('y2', CHART.bottom)
+    rules.append('line').attr('data-key', `sync-${s}`).attr('x1', x(s)).attr('x2', x(s))
+      .attr('y1', chart.top).attr('y2', chart.bottom)
       .attr('stroke', COLORS.diloco).attr('stroke-dasharray', '4 5').attr('opacity', 0.6);
   }
-  if (syncs.length) {
-    rules.append('text').attr('class', 'legend-label').attr('x', x(syncs[0]) + 4).attr('y', CHART.top + 16)
-      .text(syncs.length === 1 ? 'sync' : 'syncs');
-  }
   const now = frame.extra.step ?? 0;
-  svg.append('line').attr('x1', x(now)).attr('x2', x(now)).attr('y1', CHART.top).attr('y2', CHART.bottom)
+  svg.append('line').attr('data-key', 'now').attr('x1', x(now)).attr('x2', x(now)).attr('y1', chart.top).attr('y2', chart.bottom)
     .attr('stroke', 'var(--fg-muted, #9aa3b2)').attr('stroke-width', 1).attr('opacity', 0.5);
 
-  svg.append('g').attr('class', 'axis').attr('transform', `translate(0,${CHART.bottom})`)
-    .call(d3.axisBottom(x).ticks(Math.min(10, layout.total_steps)).tickFormat(d3.format('d')));
-  svg.append('g').attr('class', 'axis').attr('transform', `translate(${CHART.left},0)`)
-    .call(d3.axisLeft(y).ticks(4, '~g'));
-  svg.selectAll('.axis text').style('font-size', '22px');
-  svg.append('text').attr('class', 'legend-label').attr('x', (CHART.left + CHART.right) / 2).attr('y', H - 14)
-    .attr('text-anchor', 'middle').text(`inner step (H = ${layout.inner_steps} per sync)`);
-  svg.append('text').attr('class', 'legend-label').attr('x', CHART.left - 60).attr('y', CHART.top - 10)
-    .text('loss (log)');
+  const xTicks = Math.max(2, Math.min(10, Math.floor((chart.right - chart.left) / 60), layout.total_steps));
+  svg.append('g').attr('class', 'axis').attr('transform', `translate(0,${chart.bottom})`)
+    .call(d3.axisBottom(x).ticks(xTicks).tickFormat(d3.format('d')));
+  svg.append('g').attr('class', 'axis').attr('transform', `translate(${chart.left},0)`)
+    .call(d3.axisLeft(y).ticks(Math.max(2, Math.floor((chart.bottom - chart.top) / 60)), '~g'));
+  svg.append('text').attr('class', 'legend-label').attr('x', (chart.left + chart.right) / 2).attr('y', H - 10)
+    .attr('text-anchor', 'middle')
+    .text(`inner step (H = ${layout.inner_steps} per sync${syncs.length ? '; dashed: syncs' : ''})`);
 
   for (const run of ['ddp', 'diloco']) {
     const line = d3.line().x((p) => x(p.step)).y((p) => y(p[run]));
-    svg.append('path').attr('class', `loss-${run}`).attr('d', shown.length ? line(shown) : null)
-      .attr('fill', 'none').attr('stroke', COLORS[run]).attr('stroke-width', 2.5);
+    svg.append('path').attr('class', `loss-${run}`).attr('data-key', `loss-${run}`).attr('d', shown.length ? line(shown) : null)
+      .attr('fill', 'none').attr('stroke', COLORS[run]).attr('stroke-width', 3);
   }
   // Held-out loss of the synced θ (DiLoCo) and of the DDP model at each sync so far.
   const dots = svg.append('g').attr('class', 'eval');
   for (const e of evals) {
-    dots.append('circle').attr('cx', x(e.step)).attr('cy', y(e.diloco)).attr('r', 6)
+    dots.append('circle').attr('data-key', `eval-diloco-${e.step}`).attr('cx', x(e.step)).attr('cy', y(e.diloco)).attr('r', 7)
       .attr('fill', COLORS.diloco).attr('stroke', 'var(--bg, #10131a)').attr('stroke-width', 1.5)
       .append('title').text(`DiLoCo held-out loss after sync at step ${e.step}: ${value(e.diloco)}`);
-    dots.append('rect').attr('x', x(e.step) - 5).attr('y', y(e.ddp) - 5).attr('width', 10).attr('height', 10)
+    dots.append('rect').attr('data-key', `eval-ddp-${e.step}`).attr('x', x(e.step) - 6).attr('y', y(e.ddp) - 6).attr('width', 12).attr('height', 12)
       .attr('fill', COLORS.ddp).attr('stroke', 'var(--bg, #10131a)').attr('stroke-width', 1.5)
       .append('title').text(`DDP held-out loss at step ${e.step}: ${value(e.ddp)}`);
   }
 
-  // Legend, with the latest values.
+  // Legend, with the latest values: one row for the curves, one for the dots and the axis name.
   const last = shown[shown.length - 1];
-  const legend = svg.append('g').attr('transform', `translate(${CHART.left + 40},20)`);
-  [['diloco', 'DiLoCo (mean of workers)'], ['ddp', 'DDP']].forEach(([run, label], i) => {
-    const g = legend.append('g').attr('transform', `translate(${i * 340},0)`);
-    g.append('rect').attr('y', 2).attr('width', 22).attr('height', 5).attr('fill', COLORS[run]);
-    g.append('text').attr('class', 'legend-label').attr('x', 30).attr('y', 11)
-      .text(`${label}${last ? ` ${value(last[run])}` : ''}`);
+  const legend = svg.append('g').attr('transform', `translate(${chart.left},${LABEL + 6})`);
+  let lx = 0;
+  [['diloco', 'DiLoCo, mean of workers'], ['ddp', 'DDP']].forEach(([run, label]) => {
+    const text = `${label}${last ? ` ${value(last[run])}` : ''}`;
+    legend.append('rect').attr('x', lx).attr('y', -8).attr('width', 24).attr('height', 5).attr('fill', COLORS[run]);
+    legend.append('text').attr('class', 'legend-label').attr('x', lx + 32).attr('y', 0).text(text);
+    lx += 32 + textWidth(text, LABEL) + 28;
   });
-  if (evals.length) {
-    legend.append('text').attr('class', 'legend-label').attr('x', 240).attr('y', 40)
-      .text('dots: held-out loss at syncs');
-  }
+  svg.append('text').attr('class', 'legend-label').attr('x', chart.left).attr('y', 2 * LABEL + 18)
+    .text(evals.length ? 'loss, log scale · dots: held-out loss at syncs' : 'loss, log scale');
 
   // Bytes each worker has all-reduced so far: measured by the traced collectives.
   const sent = frame.extra.bytes ?? { diloco: 0, ddp: 0 };
   const top = Math.max(layout.total_steps * (layout.bytes_per_sync ?? 0), sent.ddp, 1);
-  const b = d3.scaleLinear().domain([0, top]).range([BARS.bottom, BARS.top]);
-  const bars = svg.append('g').attr('class', 'bytes');
-  bars.append('text').attr('class', 'legend-label').attr('x', BARS.left - 10).attr('y', BARS.top - 62)
+  const b = d3.scaleLinear().domain([0, top]).range([bars.bottom, bars.top + LABEL + 12]);
+  const g = svg.append('g').attr('class', 'bytes');
+  g.append('text').attr('class', 'legend-label').attr('x', bars.left).attr('y', LABEL + 6)
     .text('all-reduced per worker');
   const ratio = sent.diloco ? sent.ddp / sent.diloco : null;
-  bars.append('text').attr('class', 'transfer-label').attr('x', BARS.left - 10).attr('y', BARS.top - 36)
-    .text(ratio ? `DDP / DiLoCo: ${value(ratio)}×` : 'DiLoCo: nothing yet');
-  const bw = 70;
+  g.append('text').attr('class', 'transfer-label').attr('x', bars.left).attr('y', 2 * LABEL + 18)
+    .text(ratio ? `DDP sent ${value(ratio)}× more` : 'DiLoCo: nothing yet');
+  const bw = Math.min(70, (bars.right - bars.left - 30) / 2);
   [['diloco', 'DiLoCo'], ['ddp', 'DDP']].forEach(([run, label], i) => {
-    const bx = BARS.left + i * (bw + 50);
-    bars.append('rect').attr('x', bx).attr('width', bw).attr('y', b(sent[run]))
-      .attr('height', Math.max(0, BARS.bottom - b(sent[run]))).attr('fill', COLORS[run])
+    const bx = bars.left + i * (bw + 30);
+    g.append('rect').attr('data-key', `bytes-${run}`).attr('data-enter', 'grow-y').attr('x', bx).attr('width', bw).attr('y', b(sent[run]))
+      .attr('height', Math.max(0, bars.bottom - b(sent[run]))).attr('fill', COLORS[run])
       .append('title').text(`${label}: ${sent[run]} bytes all-reduced per worker so far`);
-    bars.append('text').attr('class', 'bar-total').attr('x', bx + bw / 2).attr('y', b(sent[run]) - 8)
+    g.append('text').attr('class', 'bar-total').attr('data-key', `bytes-total-${run}`).attr('x', bx + bw / 2).attr('y', b(sent[run]) - 8)
       .attr('text-anchor', 'middle').text(bytes(sent[run]));
-    bars.append('text').attr('class', 'legend-label').attr('x', bx + bw / 2).attr('y', BARS.bottom + 26)
+    g.append('text').attr('class', 'legend-label').attr('x', bx + bw / 2).attr('y', bars.bottom + 26)
       .attr('text-anchor', 'middle').text(label);
   });
-  bars.append('line').attr('x1', BARS.left - 10).attr('x2', BARS.right).attr('y1', BARS.bottom).attr('y2', BARS.bottom)
+  g.append('line').attr('x1', bars.left - 6).attr('x2', bars.right).attr('y1', bars.bottom).attr('y2', bars.bottom)
     .attr('stroke', 'var(--rule, #2a3040)');
 
-  svg.selectAll('.legend-label, .bar-total, .transfer-label').style('font-size', '22px');
   svg.attr('data-steps', shown.length).attr('data-syncs', syncs.length)
     .attr('aria-label', `Loss of DiLoCo and DDP over ${shown.length} steps; ${frame.caption}`);
 }

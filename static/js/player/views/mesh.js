@@ -9,11 +9,10 @@
  * and over the whole run so far received.
  */
 import { bytes } from '../format.js';
+import { fit } from './layout.js';
 
-const W = 960;
-const H = 520;
-const GRID_TOP = 34;
-const GRID_BOTTOM = 400;
+const GRID_TOP = 36;
+const LABEL = 18;
 const DIMS = ['tp', 'pp', 'dp'];
 const DIM_COLOR = {
   tp: 'var(--dim-tp, #c792ea)',
@@ -50,18 +49,21 @@ function bytesByGroup(frames) {
   return out;
 }
 
-export function render(svg, { frame, frames, index }) {
+export function render(svg, { frame, frames, index, size }) {
   const d3 = window.d3;
-  svg.selectAll('*').remove();
+  const { width: W, height: H } = size;
   if (!frame) return;
   const shape = shapeOf(frame);
+  const all = bytesByGroup(frames);
+  const legendRows = Math.min(4, [...new Set([...DIMS.filter((d) => shape[d] > 1 || all[d]), ...Object.keys(all)])].length);
+  const GRID_BOTTOM = H - 30 - legendRows * 26;
   const gap = 14;
   const nodeW = (W - 20 - (shape.dp - 1) * gap) / shape.dp;
-  const nodeH = Math.min(150, (GRID_BOTTOM - GRID_TOP - (shape.pp - 1) * gap) / shape.pp);
+  const nodeH = Math.min(190, (GRID_BOTTOM - GRID_TOP - (shape.pp - 1) * gap) / shape.pp);
   const pad = 8;
   const cellGap = 6;
   const cellW = (nodeW - 2 * pad - (shape.tp - 1) * cellGap) / shape.tp;
-  const cellH = nodeH - 34;
+  const cellH = nodeH - 32;
   const nodeX = (d) => 10 + d * (nodeW + gap);
   const nodeY = (s) => GRID_TOP + s * (nodeH + gap);
   const cell = {};
@@ -71,10 +73,10 @@ export function render(svg, { frame, frames, index }) {
     const y = nodeY(c.pp) + 24;
     cell[rank.rank] = { x, y, cx: x + cellW / 2, cy: y + cellH / 2, coord: c, rank };
   }
-  const small = cellW < 70 || cellH < 40;
+  const small = cellW < 70 || cellH < 56;
 
   svg.append('text').attr('class', 'legend-label').attr('x', 10).attr('y', 22)
-    .text(`dp × pp × tp = ${shape.dp} × ${shape.pp} × ${shape.tp}: a node per replica and stage`);
+    .text(fit(`dp × pp × tp = ${shape.dp} × ${shape.pp} × ${shape.tp}: a node per replica and stage`, W - 20, LABEL));
 
   const defs = svg.append('defs');
   for (const dim of [...DIMS, 'other']) {
@@ -89,23 +91,21 @@ export function render(svg, { frame, frames, index }) {
     for (let s = 0; s < shape.pp; s += 1) {
       nodes.append('rect').attr('class', 'rank-box').attr('x', nodeX(d)).attr('y', nodeY(s))
         .attr('width', nodeW).attr('height', nodeH).attr('rx', 10).attr('opacity', 0.9);
-      nodes.append('text').attr('class', 'legend-label').attr('x', nodeX(d) + pad).attr('y', nodeY(s) + 17)
-        .style('font-size', '14px')
-        .text(nodeW > 150 ? `node · replica ${d} · stage ${s}` : `d${d} s${s}`);
+      nodes.append('text').attr('class', 'legend-label halo').attr('x', nodeX(d) + pad).attr('y', nodeY(s) + 19)
+        .text(fit(nodeW > 260 ? `node: replica ${d}, stage ${s}` : `replica ${d}, stage ${s}`, nodeW - 2 * pad, LABEL));
     }
   }
   const ranks = svg.append('g').attr('class', 'mesh-ranks');
   for (const { x, y, rank } of Object.values(cell)) {
     const idle = rank.status === 'idle';
-    const g = ranks.append('g').attr('class', 'mesh-rank').attr('data-rank', rank.rank);
+    const g = ranks.append('g').attr('class', 'mesh-rank').attr('data-rank', rank.rank).attr('data-key', `mesh-${rank.rank}`);
     g.append('rect').attr('x', x).attr('y', y).attr('width', cellW).attr('height', cellH).attr('rx', 6)
       .attr('fill', idle ? 'none' : 'var(--bg-raised, #1c2230)').attr('stroke', 'var(--rule, #3a4255)')
       .attr('stroke-dasharray', idle ? '4 3' : null);
-    g.append('text').attr('x', x + 6).attr('y', y + 18).style('font-size', small ? '13px' : '16px')
-      .text(`r${rank.rank}`);
-    if (rank.status && cellH > 34) {
-      g.append('text').attr('x', x + 6).attr('y', y + (small ? 32 : 38)).style('font-size', small ? '12px' : '15px')
-        .attr('fill', 'var(--fg-muted, #9aa3b2)').text(rank.status.length > 14 && small ? rank.status.slice(0, 12) + '…' : rank.status);
+    g.append('text').attr('class', 'rank-title').attr('x', x + 8).attr('y', y + 24).text(`r${rank.rank}`);
+    if (rank.status && cellH > 52) {
+      g.append('text').attr('class', 'rank-status').attr('x', x + 8).attr('y', y + 48)
+        .text(fit(rank.status, cellW - 14, LABEL));
     }
   }
 
@@ -122,12 +122,12 @@ export function render(svg, { frame, frames, index }) {
     const y1 = down ? a.y + cellH : a.y;
     const y2 = down ? b.y : b.y + cellH;
     const dim = DIM_COLOR[t.group] ? t.group : 'other';
-    marks.append('path').attr('class', `transfer transfer-${t.op} mesh-${dim}`)
+    marks.append('path').attr('class', `transfer transfer-${t.op} mesh-${dim}`).attr('data-at', frame.index)
       .attr('d', `M${x1},${y1} L${x2},${y2}`).attr('stroke', colorOf(t.group)).attr('stroke-width', 2.5)
       .attr('fill', 'none').attr('marker-end', `url(#mesh-arrow-${dim})`);
     marks.append('text').attr('class', 'transfer-label').attr('x', (x1 + x2) / 2 + (down ? -4 : 4))
       .attr('y', (y1 + y2) / 2 + 5).attr('text-anchor', down ? 'end' : 'start')
-      .style('font-size', '14px').attr('fill', colorOf(t.group)).text(bytes(t.bytes));
+      .style('fill', colorOf(t.group)).text(bytes(t.bytes));
   }
 
   // Collectives: per rank and group, how many and how many bytes; drawn as the group's outline.
@@ -163,27 +163,26 @@ export function render(svg, { frame, frames, index }) {
         }
       }
       const s = stats.get(cells[0].rank.rank);
-      marks.append('text').attr('class', 'collective-label').attr('x', x0 + 6).attr('y', y1 - 6)
-        .style('font-size', small ? '12px' : '14px').attr('fill', colorOf(group))
-        .text(`${s.n > 1 ? `${s.n}× ` : ''}${s.ops.join('/')} ${bytes(s.bytes)}`);
+      marks.append('text').attr('class', 'collective-label').attr('x', x0 + 8).attr('y', y1 - 8)
+        .style('fill', colorOf(group))
+        .text(fit(`${s.n > 1 ? `${s.n}× ` : ''}${s.ops.map((op) => op.replace(/_/g, '-')).join('/')} ${bytes(s.bytes)}`, x1 - x0 - 12, LABEL + 1));
     }
   }
 
   // Bytes per dimension, measured from the transfers: this frame, up to here, whole run so far.
   const now = bytesByGroup([frame]);
   const upTo = bytesByGroup(frames.slice(0, index + 1));
-  const all = bytesByGroup(frames);
   const groups = [...new Set([...DIMS.filter((d) => shape[d] > 1 || all[d]), ...Object.keys(all)])];
-  const legend = svg.append('g').attr('class', 'mesh-legend').attr('transform', `translate(10,${GRID_BOTTOM + 20})`);
+  const legend = svg.append('g').attr('class', 'mesh-legend').attr('transform', `translate(10,${GRID_BOTTOM + 26})`);
   legend.append('text').attr('class', 'legend-label').attr('x', 0).attr('y', 0)
-    .text('bytes handed to the ops, all ranks:  this frame · up to here · whole run');
+    .text(fit('bytes, all ranks: this frame · so far · whole step', W - 20, LABEL));
   groups.slice(0, 4).forEach((g, i) => {
-    const y = 26 + i * 24;
+    const y = 26 + i * 26;
     legend.append('rect').attr('x', 0).attr('y', y - 13).attr('width', 16).attr('height', 16).attr('rx', 3)
       .attr('fill', colorOf(g));
     legend.append('text').attr('class', 'legend-label').attr('x', 24).attr('y', y)
       .attr('data-dim', g).attr('data-bytes', all[g] ?? 0)
-      .text(`${DIM_TEXT[g] ?? g}:  ${bytes(now[g] ?? 0)} · ${bytes(upTo[g] ?? 0)} · ${bytes(all[g] ?? 0)}`);
+      .text(fit(`${DIM_TEXT[g] ?? g}:  ${bytes(now[g] ?? 0)} · ${bytes(upTo[g] ?? 0)} · ${bytes(all[g] ?? 0)}`, W - 44, LABEL));
   });
   svg.attr('data-ranks', frame.ranks.length).attr('data-transfers', frame.transfers.length)
     .attr('aria-label', `${shape.dp}×${shape.pp}×${shape.tp} mesh; ${frame.caption}`);

@@ -6,12 +6,7 @@
  */
 import { value } from '../format.js';
 
-const W = 960;
-const H = 520;
-const COLS = [70, 320, 560];
 const TOP = 56;
-const BOTTOM = 440;
-const TABLE = { x: 650, y: 32 };
 
 const fmt = (v) => (v == null ? '' : (Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2)));
 
@@ -25,9 +20,14 @@ function phaseOf(frame) {
   };
 }
 
-export function render(svg, { frame }) {
+export function render(svg, { frame, size }) {
   const d3 = window.d3;
-  svg.selectAll('*').remove();
+  const { width: W, height: H } = size;
+  // The network on the left, the batch and the loss on the right, two lines of footer under both.
+  const NW = Math.max(420, W * 0.6);
+  const COLS = [60, NW * 0.48, NW - 80];
+  const BOTTOM = H - 84;
+  const TABLE = { x: NW + 10, y: 32 };
   const e = frame.extra ?? {};
   if (!e.layers) return;
   const [nIn, nHid, nOut] = e.layers;
@@ -68,7 +68,7 @@ export function render(svg, { frame }) {
       : (d.w >= 0 ? 'var(--accent, #5cc8ff)' : 'var(--role-optimizer, #ffb454)');
     const flatIndex = d.j * e.layers[d.layer - 1] + d.i;
     const isExample = example === `W${d.layer}[${flatIndex}]` || (example === `W${d.layer}` && flatIndex === 0);
-    eg.append('line').attr('x1', d.from[0] + r).attr('y1', d.from[1]).attr('x2', d.to[0] - r).attr('y2', d.to[1])
+    eg.append('line').attr('data-key', `e-${d.layer}-${d.i}-${d.j}`).attr('x1', d.from[0] + r).attr('y1', d.from[1]).attr('x2', d.to[0] - r).attr('y2', d.to[1])
       .attr('stroke', isExample ? 'var(--fg, #e8eaed)' : color)
       .attr('stroke-width', 0.8 + 6 * Math.abs(d.w) / widths[d.grad])
       .attr('opacity', isExample ? 1 : 0.8)
@@ -92,7 +92,7 @@ export function render(svg, { frame }) {
   const signals = e.signals ?? {};
   pos.forEach((col, layer) => col.forEach(([cx, cy], k) => {
     const v = neuronValues[layer]?.[k];
-    const g = ng.append('g').attr('transform', `translate(${cx},${cy})`);
+    const g = ng.append('g').attr('data-key', `n-${layer}-${k}`).attr('transform', `translate(${cx},${cy})`);
     g.append('circle').attr('r', r).attr('fill', v == null ? 'var(--bg, #10131a)' : vcolor(v))
       .attr('stroke', 'var(--rule, #2a3040)').attr('stroke-width', 2)
       .append('title').text(v == null ? 'not computed yet' : value(v));
@@ -126,7 +126,7 @@ export function render(svg, { frame }) {
   }
 
   // Footer: what this frame computes, with real numbers.
-  const foot = svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', H - 44).style('font-size', '22px');
+  const foot = svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', H - 40).style('font-size', '20px');
   if (frame.phase === 'sgd' && e.example) {
     const ex = e.example;
     foot.attr('class', 'transfer-label')
@@ -136,27 +136,29 @@ export function render(svg, { frame }) {
   } else {
     foot.text('edges: weights (blue +, orange −)');
   }
-  svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', H - 14).style('font-size', '20px')
+  svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', H - 12).style('font-size', '20px')
     .text(`step ${Math.min(e.step + 1, e.steps)}/${e.steps} · lr ${e.lr} · neurons show sample 1 of ${e.batch}`);
 
   // The batch: x, y and the prediction, every sample.
   const tb = svg.append('g').attr('transform', `translate(${TABLE.x},${TABLE.y})`);
   const cols = [...d3.range(nIn).map((i) => `x${i + 1}`), 'y', ...(show.output ? ['ŷ'] : [])];
-  const cw = Math.min(72, 300 / cols.length);
+  const cw = Math.min(72, (W - TABLE.x - 10) / cols.length);
   cols.forEach((c, i) => tb.append('text').attr('class', 'legend-label').attr('x', i * cw + cw - 4).attr('y', 0)
     .attr('text-anchor', 'end').style('font-size', '20px').text(c));
-  const rowH = Math.min(28, 220 / e.batch);
+  const rowH = Math.max(26, Math.min(30, 220 / e.batch));
   e.x.forEach((row, s) => {
     const cells = [...row, e.y[s], ...(show.output ? [acts.y_hat[s]] : [])];
     cells.forEach((v, i) => tb.append('text').attr('class', i === nIn + 1 ? 'tensor-name' : 'tensor-note')
-      .attr('x', i * cw + cw - 4).attr('y', 24 + s * rowH).attr('text-anchor', 'end')
-      .style('font-size', `${Math.min(20, rowH - 5)}px`).text(fmt(v)));
+      .attr('x', i * cw + cw - 4).attr('y', 32 + s * rowH).attr('text-anchor', 'end')
+      .style('font-size', '20px').text(fmt(v)));
   });
 
   // Loss per step so far.
   const losses = e.final_loss != null ? [...e.losses, e.final_loss] : e.losses;
   if (losses.length) {
-    const box = { x: TABLE.x + 20, y: 330, w: 270, h: 110 };
+    const tableEnd = TABLE.y + 32 + e.batch * rowH;
+    const boxTop = Math.max(tableEnd + 60, BOTTOM - 130);
+    const box = { x: TABLE.x + 20, y: boxTop, w: W - TABLE.x - 50, h: Math.max(50, BOTTOM - boxTop - 10) };
     const lx = d3.scaleLinear().domain([0, Math.max(1, e.steps)]).range([box.x, box.x + box.w]);
     const ly = d3.scaleLinear().domain([0, d3.max(losses)]).nice().range([box.y + box.h, box.y]);
     const lg = svg.append('g').attr('class', 'loss-chart');

@@ -1,12 +1,17 @@
 /**
- * The ranks view: one box per rank with the tensors it holds (real values as coloured
- * cells, shape and bytes), and the frame's transfers as arrows labelled with their bytes.
+ * The ranks view: one box per rank with the tensors it holds (real values as coloured cells,
+ * the numbers on hover; name and bytes), and the frame's transfers as arrows labelled with their
+ * bytes, a packet travelling along each one. Drawn for its pane: fewer ranks get larger boxes,
+ * narrow boxes put a tensor's bytes under its name. Keys: rank, rank/tensor.
  */
 import { bytes, roleColor, value } from '../format.js';
+import { fit, textWidth } from './layout.js';
 
-const W = 960;
-const H = 520;
-const ARROW_ZONE = 120;
+const PAD = 10;
+const TITLE = 22;
+const NAME = 19;
+const SMALL = 18;
+const LINE = 25; // a line of text: glyph boxes are about 1.2 em tall
 
 function valueScale(frame) {
   let max = 0;
@@ -16,93 +21,136 @@ function valueScale(frame) {
   return window.d3.scaleSequential(window.d3.interpolateRdBu).domain([max || 1, -(max || 1)]);
 }
 
-export function render(svg, { frame, meta }) {
+const opName = (op) => op.replace(/_/g, '-');
+
+export function render(svg, { frame, meta, size }) {
   const d3 = window.d3;
-  svg.selectAll('*').remove();
+  const { width: W, height: H } = size;
   const n = frame.ranks.length;
-  const gap = 12;
+  const p2p = frame.transfers.filter((t) => t.dst != null);
+  const collectives = d3.rollups(frame.transfers.filter((t) => t.dst == null),
+    (ts) => d3.sum(ts, (t) => t.bytes), (t) => t.src, (t) => opName(t.op));
+  const maxOps = d3.max(collectives, ([, ops]) => ops.length) ?? 0;
+  const wraps = p2p.some((t) => Math.abs(t.dst - t.src) > 1);
+  // Room under the boxes: arrows (deeper for a wrap-around) or collective badges (two lines each).
+  const zone = p2p.length ? (wraps ? 92 : 56) : maxOps ? 12 + maxOps * 2 * LINE : 0;
+  const gap = n > 4 ? 8 : 14;
   const boxW = (W - gap * (n + 1)) / n;
-  const boxH = H - ARROW_ZONE - 8;
+  const boxH = H - zone - 8;
   const x = (r) => gap + r * (boxW + gap);
   const color = valueScale(frame);
+  const wide = boxW >= 250;
+
   const defs = svg.append('defs');
   defs.append('marker').attr('id', 'sim-arrow').attr('viewBox', '0 0 10 10').attr('refX', 9).attr('refY', 5)
-    .attr('markerWidth', 7).attr('markerHeight', 7).attr('orient', 'auto-start-reverse')
+    .attr('markerWidth', 6).attr('markerHeight', 6).attr('orient', 'auto-start-reverse')
     .append('path').attr('d', 'M0,0L10,5L0,10z').attr('class', 'sim-arrowhead');
 
   const boxes = svg.selectAll('g.rank').data(frame.ranks).join('g')
-    .attr('class', 'rank').attr('transform', (d) => `translate(${x(d.rank)},8)`);
-  boxes.append('rect').attr('class', 'rank-box').attr('width', boxW).attr('height', boxH).attr('rx', 8);
-  boxes.append('text').attr('class', 'rank-title').attr('x', 10).attr('y', 28)
-    .text((d) => (n > 6 ? `r${d.rank}` : `rank ${d.rank}`));
-  boxes.append('text').attr('class', 'rank-status').attr('x', boxW - 8).attr('y', 28).attr('text-anchor', 'end')
-    .text((d) => (n > 3 ? '' : d.status ?? ''));
-  boxes.filter((d) => n > 3 && d.status).append('text').attr('class', 'rank-status')
-    .attr('x', 10).attr('y', 50).text((d) => d.status);
+    .attr('class', 'rank').attr('data-key', (d) => `rank-${d.rank}`)
+    .attr('transform', (d) => `translate(${x(d.rank)},6)`);
+  boxes.append('rect').attr('class', 'rank-box').attr('width', boxW).attr('height', boxH).attr('rx', 8)
+    .attr('data-key', (d) => `rank-box-${d.rank}`);
+  boxes.append('text').attr('class', 'rank-title').attr('x', PAD).attr('y', TITLE + 6)
+    .text((d) => (boxW < 90 ? `r${d.rank}` : `rank ${d.rank}`));
+  const statusBelow = !wide;
+  boxes.filter((d) => d.status).append('text').attr('class', 'rank-status')
+    .attr('x', statusBelow ? PAD : boxW - PAD).attr('y', statusBelow ? TITLE + 6 + LINE : TITLE + 6)
+    .attr('text-anchor', statusBelow ? 'start' : 'end')
+    .text((d) => fit(d.status, statusBelow ? boxW - 2 * PAD : boxW - 2 * PAD - textWidth(`rank ${d.rank}`, TITLE) - 12, SMALL));
 
   boxes.each(function drawTensors(rank) {
     const g = d3.select(this);
-    let y = n > 3 && rank.status ? 62 : 42;
-    const maxTensors = Math.max(1, Math.floor((boxH - y) / 62));
-    for (const tensor of rank.tensors.slice(0, maxTensors)) {
-      g.append('text').attr('class', 'tensor-name').attr('x', 10).attr('y', y + 16)
+    let y = TITLE + 6 + (statusBelow && rank.status ? LINE : 0) + 12;
+    const rows = [];
+    for (const tensor of rank.tensors) {
+      const values = (tensor.values ?? []).slice(0, 16);
+      // Values as colour cells, at least 14 px: two rows of them when the box is narrow.
+      const perRow = Math.max(1, Math.min(values.length, Math.floor((boxW - 2 * PAD) / 14)));
+      const cell = values.length ? Math.min(20, (boxW - 2 * PAD) / perRow) : 0;
+      const cellRows = values.length ? Math.min(2, Math.ceil(values.length / perRow)) : 0;
+      const nameLine = `${tensor.name}${wide && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
+      const bytesText = bytes(tensor.bytes);
+      const sameLine = textWidth(nameLine, NAME) + textWidth(bytesText, SMALL) + 16 <= boxW - 2 * PAD;
+      const h = LINE + (sameLine ? 0 : LINE) + (values.length ? cellRows * cell + 6 : 0)
+        + (tensor.note ? LINE : 0) + 6;
+      rows.push({ tensor, perRow, cell, cellRows, nameLine, bytesText, sameLine, h });
+    }
+    const room = boxH - y - 4;
+    let used = 0;
+    let shown = 0;
+    for (const row of rows) {
+      if (used + row.h > room - (shown < rows.length - 1 ? SMALL + 6 : 0)) break;
+      used += row.h;
+      shown += 1;
+    }
+    for (const row of rows.slice(0, shown)) {
+      const { tensor } = row;
+      const t = g.append('g').attr('class', 'tensor').attr('data-key', `t-${rank.rank}-${tensor.name}`)
+        .attr('transform', `translate(${PAD},${y})`);
+      t.append('text').attr('class', 'tensor-name').attr('y', NAME)
         .style('fill', roleColor(tensor.role)) // a style, so the stylesheet's text colour does not win
-        .text(`${tensor.name}${boxW > 150 ? ` [${tensor.shape.join('×')}]` : ''}`);
-      g.append('text').attr('class', 'tensor-bytes').attr('x', boxW - 8).attr('y', y + 16)
-        .attr('text-anchor', 'end').text(bytes(tensor.bytes));
-      const values = tensor.values ?? [];
-      if (values.length) {
-        const perRow = Math.min(values.length, 16);
-        const cell = Math.min(20, (boxW - 20) / perRow);
-        const rows = Math.min(2, Math.ceil(values.length / perRow));
-        const shown = values.slice(0, perRow * rows);
-        g.append('g').attr('transform', `translate(10,${y + 23})`)
-          .selectAll('rect').data(shown).join('rect')
-          .attr('class', 'value-cell')
-          .attr('x', (_, i) => (i % perRow) * cell).attr('y', (_, i) => Math.floor(i / perRow) * cell)
-          .attr('width', cell - 1).attr('height', cell - 1).attr('fill', (v) => color(v))
-          .append('title').text((v) => value(v));
-        y += 23 + rows * cell;
+        .text(fit(row.nameLine, row.sameLine ? boxW - 2 * PAD : boxW - 2 * PAD, NAME));
+      let yy = LINE;
+      if (row.sameLine) {
+        t.append('text').attr('class', 'tensor-bytes').attr('x', boxW - 2 * PAD).attr('y', NAME)
+          .attr('text-anchor', 'end').text(row.bytesText);
       } else {
-        y += 23;
+        t.append('text').attr('class', 'tensor-bytes').attr('y', yy + SMALL).text(row.bytesText);
+        yy += LINE;
+      }
+      const values = (tensor.values ?? []).slice(0, row.perRow * row.cellRows);
+      if (values.length) {
+        t.append('g').attr('transform', `translate(0,${yy + 2})`)
+          .selectAll('rect').data(values).join('rect')
+          .attr('class', 'value-cell').attr('data-key', (_, i) => `v-${rank.rank}-${tensor.name}-${i}`)
+          .attr('x', (_, i) => (i % row.perRow) * row.cell).attr('y', (_, i) => Math.floor(i / row.perRow) * row.cell)
+          .attr('width', row.cell - 2).attr('height', row.cell - 2)
+          .attr('fill', (v) => color(v))
+          .append('title').text((v) => value(v));
+        yy += row.cellRows * row.cell + 6;
       }
       if (tensor.note) {
-        g.append('text').attr('class', 'tensor-note').attr('x', 10).attr('y', y + 15).text(tensor.note);
-        y += 19;
+        t.append('text').attr('class', 'tensor-note').attr('y', yy + SMALL)
+          .text(fit(tensor.note, boxW - 2 * PAD, SMALL));
       }
-      y += 8;
+      y += row.h;
     }
-    if (rank.tensors.length > maxTensors) {
-      g.append('text').attr('class', 'tensor-note').attr('x', 10).attr('y', boxH - 8)
-        .text(`+${rank.tensors.length - maxTensors} more`);
+    if (shown < rows.length) {
+      g.append('text').attr('class', 'tensor-note').attr('x', PAD).attr('y', boxH - 10)
+        .text(`+${rows.length - shown} more`);
     }
   });
 
-  // Point-to-point transfers: arrows under the boxes, neighbours short, wrap-arounds long.
-  const p2p = frame.transfers.filter((t) => t.dst != null);
-  const baseY = boxH + 14;
+  // Point-to-point transfers: arrows under the boxes, neighbours short, wrap-arounds deep.
+  const baseY = boxH + 10;
   const arrows = svg.append('g').attr('class', 'transfers');
   p2p.forEach((t) => {
-    const x1 = x(t.src) + boxW / 2 + 8;
-    const x2 = x(t.dst) + boxW / 2 - 8;
+    const x1 = x(t.src) + boxW / 2 + (t.dst > t.src ? 10 : -10);
+    const x2 = x(t.dst) + boxW / 2 + (t.dst > t.src ? -10 : 10);
     const span = Math.abs(t.dst - t.src);
-    const depth = 18 + Math.min(span, 4) * 14;
+    const depth = span > 1 ? 64 : 30;
     const path = `M${x1},${baseY} C${x1},${baseY + depth} ${x2},${baseY + depth} ${x2},${baseY}`;
-    arrows.append('path').attr('class', `transfer transfer-${t.op}`).attr('d', path)
-      .attr('marker-end', 'url(#sim-arrow)');
+    arrows.append('path').attr('class', `transfer transfer-${t.op}`).attr('data-at', frame.index).attr('d', path)
+      .attr('marker-end', 'url(#sim-arrow)')
+      .append('title').text(`rank ${t.src} → rank ${t.dst}: ${bytes(t.bytes)}${t.chunk != null ? `, chunk ${t.chunk}` : ''}`);
+    const label = `${bytes(t.bytes)}${t.chunk != null && span <= 1 && boxW + gap > 150 ? ` · c${t.chunk}` : ''}`;
     arrows.append('text').attr('class', 'transfer-label').attr('x', (x1 + x2) / 2)
-      .attr('y', baseY + depth * 0.75 + 6).attr('text-anchor', 'middle')
-      .text(`${bytes(t.bytes)}${t.chunk != null && span <= 1 ? ` · chunk ${t.chunk}` : ''}`);
+      .attr('y', baseY + depth * 0.75 + (span > 1 ? 20 : 6)).attr('text-anchor', 'middle')
+      .text(fit(label, span > 1 ? W : boxW + gap, SMALL + 1));
   });
 
-  // Collectives, seen from each rank: a badge per op under the rank's box.
-  const collectives = d3.rollups(frame.transfers.filter((t) => t.dst == null),
-    (ts) => d3.sum(ts, (t) => t.bytes), (t) => t.src, (t) => `${t.op}${t.group !== 'world' ? ` (${t.group})` : ''}`);
-  for (const [rank, ops] of collectives) {
-    ops.forEach(([op, total], i) => {
-      arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
-        .attr('y', baseY + 22 + i * 22).attr('text-anchor', 'middle').text(`${op} ${bytes(total)}`);
-    });
+  // Collectives, seen from each rank: the op and its bytes under the rank's box.
+  if (!p2p.length) {
+    for (const [rank, ops] of collectives) {
+      ops.forEach(([op, total], i) => {
+        const yy = baseY + i * 2 * LINE;
+        arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
+          .attr('y', yy + SMALL).attr('text-anchor', 'middle').text(fit(op, boxW, SMALL + 1));
+        arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
+          .attr('y', yy + SMALL + LINE).attr('text-anchor', 'middle').text(bytes(total));
+      });
+    }
   }
   svg.attr('data-ranks', n).attr('data-transfers', frame.transfers.length);
   if (meta) svg.attr('aria-label', `${n} ranks; ${frame.caption}`);

@@ -1,44 +1,50 @@
 /**
- * The timeline view: one lane per rank, the measured spans (compute, communication, idle)
- * of every frame so far; the current frame's spans stand out.
+ * The timeline view: one lane per rank, the measured spans (compute, communication, idle) of
+ * every frame so far; the current frame's spans stand out, and new ones grow in. Drawn for its
+ * pane: lane labels and ticks at reading size, span names only where they fit. Keys: span.
  */
 import { ms } from '../format.js';
+import { fit, textWidth } from './layout.js';
 
-const W = 960;
-const H = 520;
-const LEFT = 80;
-const TOP = 12;
-const AXIS = 36;
+const AXIS = 34;
+const LABEL = 18;
 
-export function render(svg, { frames, index, meta }) {
+export function render(svg, { frames, index, meta, size }) {
   const d3 = window.d3;
-  svg.selectAll('*').remove();
+  const { width: W, height: H } = size;
   const n = meta?.world_size ?? frames[0]?.ranks.length ?? 1;
-  const all = frames.flatMap((f) => f.spans.map((s) => ({ ...s, frame: f.index })));
+  const all = frames.flatMap((f) => f.spans.map((s, i) => ({ ...s, frame: f.index, key: `span-${f.index}-${i}` })));
   const shown = all.filter((s) => s.frame <= index);
   if (!all.length) return;
-  const x = d3.scaleLinear().domain([d3.min(all, (s) => s.start), d3.max(all, (s) => s.end)]).range([LEFT, W - 10]);
-  const lane = (H - TOP - AXIS) / n;
-  const y = (r) => TOP + r * lane;
+  const left = textWidth(n > 9 ? 'r10' : 'rank 0', LABEL) + 16;
+  const top = 6;
+  const x = d3.scaleLinear().domain([d3.min(all, (s) => s.start), d3.max(all, (s) => s.end)]).range([left, W - 14]);
+  const lane = (H - top - AXIS) / n;
+  const y = (r) => top + r * lane;
 
   svg.append('g').selectAll('text').data(d3.range(n)).join('text')
-    .attr('class', 'lane-label').attr('x', 8).attr('y', (r) => y(r) + lane / 2 + 6).text((r) => `rank ${r}`);
+    .attr('class', 'lane-label').attr('x', 6).attr('y', (r) => y(r) + lane / 2 + LABEL * 0.35)
+    .text((r) => (lane >= LABEL ? `${left > 60 ? 'rank ' : 'r'}${r}` : ''));
   svg.append('g').selectAll('line').data(d3.range(n + 1)).join('line')
-    .attr('class', 'lane-rule').attr('x1', LEFT).attr('x2', W - 10).attr('y1', y).attr('y2', y);
+    .attr('class', 'lane-rule').attr('x1', left).attr('x2', W - 14).attr('y1', y).attr('y2', y);
 
   const spans = svg.append('g').selectAll('g').data(shown).join('g')
     .attr('class', (s) => `span span-${s.kind}${s.frame === index ? ' current' : ''}`);
   // Nested spans (a comm inside backward) are drawn thinner on top of their parent.
-  spans.append('rect')
+  spans.append('rect').attr('data-key', (s) => s.key)
     .attr('x', (s) => x(s.start)).attr('width', (s) => Math.max(1.5, x(s.end) - x(s.start)))
-    .attr('y', (s) => y(s.rank) + (s.kind === 'comm' ? lane * 0.42 : lane * 0.15))
-    .attr('height', (s) => (s.kind === 'comm' ? lane * 0.4 : lane * 0.7))
+    .attr('y', (s) => y(s.rank) + (s.kind === 'comm' ? lane * 0.45 : lane * 0.12))
+    .attr('height', (s) => (s.kind === 'comm' ? lane * 0.42 : lane * 0.76))
     .append('title').text((s) => `${s.name}: ${ms(s.end - s.start)}${s.args?.bytes ? `, ${s.args.bytes} B` : ''}`);
-  spans.filter((s) => x(s.end) - x(s.start) > 80 && s.kind !== 'comm').append('text')
-    .attr('class', 'span-label').attr('x', (s) => x(s.start) + 4).attr('y', (s) => y(s.rank) + lane * 0.15 + 20)
-    .text((s) => s.name);
+  if (lane * 0.76 >= LABEL + 4) {
+    spans.filter((s) => s.kind !== 'comm' && x(s.end) - x(s.start) > textWidth('forward', LABEL) + 8).append('text')
+      .attr('class', 'span-label').attr('x', (s) => x(s.start) + 4)
+      .attr('y', (s) => y(s.rank) + lane * 0.12 + Math.min(lane * 0.76, LABEL + 8) / 2 + LABEL * 0.35)
+      .text((s) => fit(s.name, x(s.end) - x(s.start) - 8, LABEL));
+  }
 
-  const axis = d3.axisBottom(x).ticks(6).tickFormat((t) => ms(t));
+  const ticks = Math.max(2, Math.floor((W - left) / 110));
+  const axis = d3.axisBottom(x).ticks(ticks).tickFormat((t) => ms(t));
   svg.append('g').attr('class', 'axis').attr('transform', `translate(0,${H - AXIS + 4})`).call(axis);
   svg.attr('data-spans', shown.length);
 }

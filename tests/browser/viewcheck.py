@@ -1,0 +1,113 @@
+"""Measuring a live slide as the back row sees it: every text inside a live simulation, its font
+size as rendered on screen (its CSS font size times the SVG's and reveal.js's scale), its box, and
+whether any two labels overlap or one leaves the viewport. Used by test_live_views.py, and usable
+from a plain Playwright script while working on the views."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Rendered px. Axis ticks may be a little smaller than the rest (the issue's and DESIGN.md's bounds).
+MIN_TEXT_PX = 16.0
+MIN_TICK_PX = 14.0
+# Two boxes overlap when they share more than this many px in both directions (glyph boxes have air).
+OVERLAP_PX = 2.0
+
+MEASURE_JS = r"""
+(slideId) => {
+  const slide = document.getElementById(slideId);
+  const sims = Array.from(slide.querySelectorAll('.live-sim'));
+  const revealScale = window.distdeck.reveal.getScale();
+  const texts = [];
+  const visible = (el) => {
+    const closed = el.closest('details:not([open])');
+    if (closed && !el.closest('summary')) return false;
+    let opacity = 1;
+    for (let e = el; e && e !== document.body; e = e.parentElement) {
+      const cs = getComputedStyle(e);
+      if (cs.display === 'none' || cs.visibility === 'hidden') return false;
+      opacity *= Number(cs.opacity);
+    }
+    return opacity > 0.05;
+  };
+  const box = (r) => ({ x: r.left, y: r.top, w: r.width, h: r.height });
+  for (const sim of sims) {
+    for (const t of sim.querySelectorAll('svg text')) {
+      const text = t.textContent.trim();
+      if (!text || !visible(t)) continue;
+      const r = t.getBoundingClientRect();
+      if (r.width < 0.5 || r.height < 0.5) continue;
+      const m = t.getScreenCTM();
+      const scale = Math.hypot(m.a, m.b);
+      const svg = t.ownerSVGElement;
+      texts.push({
+        text: text.slice(0, 60), px: parseFloat(getComputedStyle(t).fontSize) * scale,
+        tick: Boolean(t.closest('.axis, .tick')), view: (svg.getAttribute('class') || '').replace('sim-view ', ''),
+        box: box(r),
+      });
+    }
+    // HTML text: every text node outside the SVGs (controls, status, caption, checks line).
+    const walker = document.createTreeWalker(sim, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const el = node.parentElement;
+      if (!node.textContent.trim() || el.closest('svg') || el.closest('option') || !visible(el)) continue;
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      const r = range.getBoundingClientRect();
+      if (r.width < 0.5 || r.height < 0.5) continue;
+      texts.push({
+        text: node.textContent.trim().slice(0, 60), px: parseFloat(getComputedStyle(el).fontSize) * revealScale,
+        tick: false, view: 'html:' + (el.className || el.tagName.toLowerCase()), box: box(r),
+      });
+    }
+  }
+  return { texts, viewport: { w: window.innerWidth, h: window.innerHeight }, revealScale,
+           frame: sims.map((s) => s.dataset.frame), status: sims.map((s) => s.dataset.status) };
+}
+"""
+
+
+@dataclass
+class Report:
+    slide: str
+    step: int
+    texts: list[dict]
+    viewport: dict
+    small: list[dict] = field(default_factory=list)
+    overlaps: list[tuple[dict, dict]] = field(default_factory=list)
+    outside: list[dict] = field(default_factory=list)
+
+    @property
+    def smallest(self) -> float:
+        return min((t["px"] for t in self.texts), default=float("inf"))
+
+    def problems(self) -> list[str]:
+        out = [f"{t['view']}: {t['text']!r} at {t['px']:.1f} px" for t in self.small]
+        out += [f"{a['view']}: {a['text']!r} overlaps {b['view']}: {b['text']!r}" for a, b in self.overlaps]
+        out += [f"{t['view']}: {t['text']!r} outside the viewport {t['box']}" for t in self.outside]
+        return out
+
+
+def _intersection(a: dict, b: dict) -> tuple[float, float]:
+    w = min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"])
+    h = min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"])
+    return w, h
+
+
+def measure(page, slide: str, step: int) -> Report:
+    data = page.evaluate(MEASURE_JS, slide)
+    report = Report(slide, step, data["texts"], data["viewport"])
+    vw, vh = data["viewport"]["w"], data["viewport"]["h"]
+    for t in report.texts:
+        if t["px"] < (MIN_TICK_PX if t["tick"] else MIN_TEXT_PX) - 0.05:
+            report.small.append(t)
+        b = t["box"]
+        if b["x"] < -1 or b["y"] < -1 or b["x"] + b["w"] > vw + 1 or b["y"] + b["h"] > vh + 1:
+            report.outside.append(t)
+    texts = report.texts
+    for i, a in enumerate(texts):
+        for b in texts[i + 1:]:
+            w, h = _intersection(a["box"], b["box"])
+            if w > OVERLAP_PX and h > OVERLAP_PX:
+                report.overlaps.append((a, b))
+    return report
