@@ -75,7 +75,10 @@ function stepNote(slide) {
   let note = slide.querySelector('aside.notes.step-note');
   if (!note) {
     note = Object.assign(document.createElement('aside'), { className: 'notes step-note' });
-    slide.append(note);
+    // First among the slide's notes: the speaker window shows it above the slide's own notes.
+    const own = slide.querySelector('aside.notes');
+    if (own) own.before(note);
+    else slide.append(note);
   }
   return note;
 }
