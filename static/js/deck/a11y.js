@@ -34,7 +34,8 @@ export function start() {
   });
 }
 
-/** True when the visitor asked their system for less motion. */
+/** True when the visitor asked their system for less motion, and in print (end states only). */
 export function prefersReducedMotion() {
-  return window.matchMedia('(prefers-reduced-motion: reduce)').matches;
+  return document.documentElement.classList.contains('print-mode')
+    || window.matchMedia('(prefers-reduced-motion: reduce)').matches;
 }

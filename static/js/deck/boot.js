@@ -1,7 +1,7 @@
 /**
  * Starts the deck: typesets formulas, configures reveal.js (which does keyboard, overview,
  * speaker notes, help, progress, scaling, print and touch), then wires our controllers:
- * steps, location (hash), top bar, announcements, embedding.
+ * steps, location (hash), top bar, announcements, embedding, the speaker view, print.
  */
 import Reveal from '../../vendor/reveal.js/reveal.mjs';
 import RevealNotes from '../../vendor/reveal.js/plugin/notes.mjs';
@@ -11,16 +11,24 @@ import * as topbar from './topbar.js';
 import * as a11y from './a11y.js';
 import * as embed from './embed.js';
 import * as input from './input.js';
+import * as speaker from './speaker.js';
 import { typeset } from './math.js';
-import { stepsToFragments } from './print.js';
+import { isPrintView, preferEndStates, printLiveSlides, stepsToFragments } from './print.js';
 
 const config = JSON.parse(document.getElementById('deck-config').textContent);
+const printing = isPrintView(config);
+if (printing) {
+  document.documentElement.classList.add('print-mode');
+  preferEndStates();
+}
 const reducedMotion = a11y.prefersReducedMotion();
 
 typeset();
-if (config.printPdf) stepsToFragments();
+if (printing) stepsToFragments();
 embed.guardRevealPostMessage();
+speaker.interceptMessages();
 steps.attach(Reveal);
+if (printing) Reveal.on('pdf-ready', () => printLiveSlides(Reveal));
 
 await Reveal.initialize({
   width: 1280,
@@ -31,6 +39,9 @@ await Reveal.initialize({
   history: false,
   fragmentInURL: false,
   navigationMode: 'linear',
+  // No scroll view on narrow screens (reveal's default below 435 px): the slides scale down as
+  // on any screen, so a phone or a narrow iframe steps through live runs by swipe and tap.
+  scrollActivationWidth: null,
   controls: true,
   controlsTutorial: false,
   progress: true,
@@ -43,19 +54,22 @@ await Reveal.initialize({
   autoAnimate: !reducedMotion,
   keyboard: input.keyBindings(Reveal),
   // Embedded: keys only while this frame has the focus (a click gives it).
-  keyboardCondition: config.embed ? () => embed.hasKeyboard() : null,
+  keyboardCondition: config.embed && !speaker.isReceiver ? () => embed.hasKeyboard() : null,
   postMessage: true, // same-origin only, see embed.guardRevealPostMessage
   postMessageEvents: false, // reveal would post every event to the parent with origin '*'
   pdfSeparateFragments: true,
   pdfMaxPagesPerSlide: 1,
   hideInactiveCursor: !config.embed,
-  plugins: [RevealNotes],
+  // The speaker view (S) previews the deck itself, never the page around an embed, nor the embed bar.
+  url: config.embed ? embed.speakerUrl(config) : undefined,
+  plugins: [RevealNotes, speaker.plugin],
 });
 
 input.start(Reveal);
 a11y.start();
 topbar.start();
-if (config.embed) embed.startChrome();
+speaker.start(Reveal);
+if (config.embed && !speaker.isReceiver) embed.startChrome(config);
 embed.startMessageApi(config.postMessageOrigins);
 location.start();
 document.dispatchEvent(new CustomEvent('distdeck:position', { detail: steps.position() }));

@@ -66,7 +66,33 @@ export function hasKeyboard() {
   return document.hasFocus();
 }
 
-export function startChrome() {
+/**
+ * What the speaker view (S) previews: the deck's own page (the embed's `?embed=1` dropped, so
+ * no embed bar), or the widget's own page; never the blog page around the iframe.
+ */
+export function speakerUrl(config) {
+  if (config.widget) return window.location.href.split('#')[0];
+  return new URL(config.root || './', document.baseURI).href;
+}
+
+/**
+ * Open-in-a-new-tab: the page the server named (the deck, or the widget with its query), with the
+ * reader's control changes and the current slide and step.
+ */
+function openHref(base, config) {
+  const url = new URL(base, document.baseURI);
+  const player = config.widget ? window.distdeck?.players?.[0] : null;
+  if (player?.params) {
+    for (const name of [...(config.widget.controls ?? []), ...Object.keys(config.widget.params ?? {})]) {
+      const value = player.params[name];
+      if (value != null) url.searchParams.set(name, String(value));
+    }
+  }
+  url.hash = hashFor(position());
+  return url.href;
+}
+
+export function startChrome(config = {}) {
   const root = document.documentElement;
   const deck = document.getElementById('deck');
   const syncFocus = () => root.classList.toggle('deck-focused', document.hasFocus());
@@ -86,9 +112,12 @@ export function startChrome() {
     else root.requestFullscreen?.().catch(() => {});
   });
   const open = document.getElementById('embed-open');
-  // The page set the link to what to open (the deck's root, or the widget's own page); keep the position.
-  const target = open ? open.href.split('#')[0] : '';
-  document.addEventListener('distdeck:position', (event) => {
-    if (open) open.href = target + hashFor(event.detail);
-  });
+  if (!open) return;
+  // The page set the link to what to open (the deck's root, or the widget's own page).
+  const base = open.href.split('#')[0];
+  const refresh = () => { open.href = openHref(base, config); };
+  document.addEventListener('distdeck:position', refresh);
+  document.addEventListener('change', () => window.setTimeout(refresh, 0)); // a control re-ran the widget
+  open.addEventListener('click', refresh); // before the browser follows the link
+  open.addEventListener('pointerenter', refresh);
 }

@@ -1,8 +1,22 @@
 /**
- * ?print-pdf: reveal.js lays out one page per slide and, with pdfSeparateFragments, one page
- * per fragment. Turning each data-step part into a fragment of the same index gives one page
- * per step of a stepped slide, without a print layout of our own.
+ * ?print-pdf: what the audience saw, a page per step.
+ *
+ * Static stepped slides: reveal.js lays out one page per slide and, with pdfSeparateFragments,
+ * one page per fragment; turning each data-step part into a fragment of the same index gives
+ * one page per step (stepsToFragments, before reveal starts).
+ *
+ * Live slides: once reveal has laid out the pages (`pdf-ready`), every player runs (the live
+ * server, or the recorded run on a static host), a few at a time; each step is shown and its
+ * page copied, so the PDF has the slide's story with each frame drawn. The live page itself is
+ * kept, hidden, behind its copies. <html> gets `print-ready` when every page is in place.
  */
+import { stepperOf } from './steps.js';
+
+/** True for the print view: the server's ?print-pdf page, or any page opened with ?print-pdf. */
+export function isPrintView(config) {
+  return Boolean(config.printPdf) || /[?&]print-pdf\b/i.test(window.location.search);
+}
+
 export function stepsToFragments(root = document) {
   for (const part of root.querySelectorAll('.reveal section[data-steps] [data-step]')) {
     const step = parseInt(part.dataset.step, 10);
@@ -11,4 +25,101 @@ export function stepsToFragments(root = document) {
       part.dataset.fragmentIndex = String(step);
     }
   }
+}
+
+/**
+ * In print, ask every animation for its end state: views that honour prefers-reduced-motion
+ * draw each frame at once instead of animating towards it.
+ */
+export function preferEndStates() {
+  const query = '(prefers-reduced-motion: reduce)';
+  const native = window.matchMedia.bind(window);
+  window.matchMedia = (text) => {
+    if (text.replace(/\s+/g, '') !== query.replace(/\s+/g, '')) return native(text);
+    const list = native(text);
+    return Object.assign(Object.create(list), { matches: true, media: list.media });
+  };
+}
+
+const frame = () => new Promise((resolve) => window.requestAnimationFrame(() => resolve()));
+const sleep = (ms) => new Promise((resolve) => window.setTimeout(resolve, ms));
+
+async function until(test, timeoutMs, everyMs = 50) {
+  const deadline = performance.now() + timeoutMs;
+  while (!test()) {
+    if (performance.now() > deadline) return false;
+    await sleep(everyMs);
+  }
+  return true;
+}
+
+/** Settled: no d3 transition scheduled or running on anything in `root`. */
+function animating(root) {
+  return Array.from(root.querySelectorAll('*')).some((el) => el.__transition && Object.keys(el.__transition).length);
+}
+
+async function players() {
+  await until(() => Array.isArray(window.distdeck?.players), 30_000);
+  return window.distdeck?.players ?? [];
+}
+
+/** Form values are properties, not attributes: copy them onto the clone's controls. */
+function copyControlValues(from, to) {
+  const a = from.querySelectorAll('input, select, textarea');
+  const b = to.querySelectorAll('input, select, textarea');
+  a.forEach((el, i) => {
+    const twin = b[i];
+    if (!twin) return;
+    if (el.type === 'checkbox' || el.type === 'radio') twin.toggleAttribute('checked', el.checked);
+    else if (el.tagName === 'SELECT') {
+      for (const option of twin.options) option.toggleAttribute('selected', option.value === el.value);
+    } else twin.setAttribute('value', el.value);
+  });
+}
+
+async function pagesFor(page, slide) {
+  const stepper = stepperOf(slide);
+  const sims = Array.from(page.querySelectorAll('.live-sim'));
+  await until(() => !stepper?.pending, 180_000, 100);
+  if (!stepper) return;
+  const copies = [];
+  for (let k = 0; k < stepper.count; k += 1) {
+    stepper.go(k);
+    await frame();
+    await until(() => !sims.some(animating), 3_000);
+    await frame();
+    const copy = page.cloneNode(true);
+    copyControlValues(page, copy);
+    copy.classList.add('pdf-step-page');
+    copy.dataset.step = String(k);
+    copies.push(copy);
+  }
+  page.before(...copies);
+  page.classList.add('pdf-live-source');
+}
+
+/** Call once reveal.js has laid out the print pages; resolves when every live slide's pages are in. */
+export async function printLiveSlides(reveal, { concurrency = 2 } = {}) {
+  const all = await players();
+  const bySlide = new Map();
+  for (const player of all) {
+    const page = player.slide?.closest('.pdf-page');
+    if (page && !bySlide.has(player.slide)) bySlide.set(player.slide, { page, players: [] });
+    bySlide.get(player.slide)?.players.push(player);
+  }
+  const queue = Array.from(bySlide.entries());
+  const worker = async () => {
+    while (queue.length) {
+      const [slide, { page, players: own }] = queue.shift();
+      for (const player of own) player.start();
+      try {
+        await pagesFor(page, slide);
+      } catch (err) {
+        console.warn('distdeck: could not print', slide.id, err); // eslint-disable-line no-console
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  reveal.layout();
+  document.documentElement.classList.add('print-ready');
 }

@@ -1,0 +1,124 @@
+/**
+ * The speaker view (reveal.js's notes plugin, key S) follows our steps, both ways.
+ *
+ * reveal.js syncs the speaker window by posting `Reveal.getState()` between the windows and
+ * calling `setState` on the other side; its preview iframes load the deck with `?receiver`.
+ * We add our step to that state (`distdeckStep`), apply it on `setState`, post the state when a
+ * step changes (as reveal posts it on a fragment), and make the "upcoming" preview's `next`
+ * show the slide's next step. The speaker notes of a stepped slide get a line with the step
+ * and the live run's caption, so the presenter reads what the audience sees.
+ */
+import { goTo, next, position } from './steps.js';
+
+export const isReceiver = /[?&]receiver\b/i.test(window.location.search);
+if (isReceiver) document.documentElement.classList.add('receiver');
+
+let deck = null;
+
+function stepOf(pos) {
+  return pos.wantedStep ?? pos.step;
+}
+
+/** A reveal.js plugin: its init gets the deck API object that the notes plugin and postMessage use. */
+export const plugin = {
+  id: 'distdeck-speaker',
+  init(api) {
+    deck = api;
+    const revealState = api.getState.bind(api);
+    api.getState = () => {
+      const state = revealState();
+      try {
+        state.distdeckStep = stepOf(position());
+      } catch { /* before the deck is ready there is no current slide */ }
+      return state;
+    };
+  },
+};
+
+function applyState(state) {
+  const slide = deck.getHorizontalSlides()[state.indexh];
+  if (!slide) return;
+  if (typeof state.paused === 'boolean' && state.paused !== deck.isPaused()) deck.togglePause(state.paused);
+  const pos = position();
+  if (pos.slide === slide && stepOf(pos) === state.distdeckStep) return;
+  goTo(slide, state.distdeckStep);
+}
+
+/** The "upcoming" preview: the next step of this slide if it has one, else the next slide. */
+function upcoming() {
+  const pos = position();
+  const step = stepOf(pos);
+  if (step + 1 < pos.stepCount || pos.pending) goTo(pos.slide, step + 1);
+  else next({ skipSteps: true });
+}
+
+/**
+ * Must run before Reveal.initialize, so that it sees the speaker window's messages before
+ * reveal's own postMessage API does (which would apply a state without our step).
+ */
+export function interceptMessages() {
+  window.addEventListener('message', (event) => {
+    if (typeof event.data !== 'string' || event.origin !== window.location.origin || !deck) return;
+    let data;
+    try { data = JSON.parse(event.data); } catch { return; }
+    if (data?.method === 'setState' && typeof data.args?.[0]?.distdeckStep === 'number') {
+      event.stopImmediatePropagation();
+      applyState(data.args[0]);
+    } else if (data?.method === 'next' && isReceiver) {
+      event.stopImmediatePropagation();
+      upcoming();
+    }
+  });
+}
+
+function stepNote(slide) {
+  let note = slide.querySelector('aside.notes.step-note');
+  if (!note) {
+    note = Object.assign(document.createElement('aside'), { className: 'notes step-note' });
+    // First among the slide's notes: the speaker window shows it above the slide's own notes.
+    const own = slide.querySelector('aside.notes');
+    if (own) own.before(note);
+    else slide.append(note);
+  }
+  return note;
+}
+
+/** The speaker notes' line for a stepped slide: "Step 4 of 19: <the run's caption>". */
+export function updateStepNote(pos) {
+  if (pos.stepCount <= 1 && !pos.pending) return;
+  const caption = pos.slide.querySelector('.sim-caption')?.textContent.trim()
+    || Array.from(pos.slide.querySelectorAll(`[data-step="${pos.step}"][data-step-label]`))
+      .map((el) => el.dataset.stepLabel).join(' ');
+  const line = document.createElement('p');
+  const strong = document.createElement('strong');
+  strong.textContent = `Step ${pos.step + 1} of ${pos.stepCount}${pos.pending ? '+' : ''}`;
+  line.append(strong, caption ? `: ${caption}` : '');
+  stepNote(pos.slide).replaceChildren(line);
+}
+
+/** Call once reveal.js is ready. */
+export function start(reveal) {
+  if (isReceiver) {
+    // The current-slide preview reports its position to the speaker window; reveal's own reports
+    // (postMessageEvents) carry no step, so ours replace them.
+    const reporting = reveal.getConfig().postMessageEvents && window.parent !== window;
+    if (!reporting) return;
+    reveal.configure({ postMessageEvents: false });
+    document.addEventListener('distdeck:position', () => {
+      window.parent.postMessage(JSON.stringify({ namespace: 'reveal', eventName: 'slidechanged', state: deck.getState() }),
+        window.location.origin);
+    });
+    return;
+  }
+  let last = null;
+  document.addEventListener('distdeck:position', (event) => {
+    const pos = event.detail;
+    updateStepNote(pos);
+    const key = `${pos.id}/${stepOf(pos)}/${pos.stepCount}/${pos.slide.querySelector('.sim-caption')?.textContent ?? ''}`;
+    if (key === last) return;
+    last = key;
+    // The notes plugin posts the state (and the notes) to the speaker window on reveal's fragment
+    // events; a step is our fragment.
+    reveal.getRevealElement().dispatchEvent(new CustomEvent('fragmentshown', { detail: { distdeckStep: true } }));
+  });
+}
