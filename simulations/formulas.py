@@ -158,11 +158,13 @@ def zero_comm_elements(psi: float, zero_stage: int, grad_accumulation: int = 1) 
     """Elements communicated per optimizer step, counting an all-reduce of S as 2S and an
     all-gather or reduce-scatter of an S-element whole as S (the ZeRO paper's accounting).
 
-    g = 1: 2Ψ for DDP, ZeRO-1 and ZeRO-2 (reduce-scatter the gradients, all-gather the updated
+    m = 1: 2Ψ for DDP, ZeRO-1 and ZeRO-2 (reduce-scatter the gradients, all-gather the updated
     parameters); 3Ψ for ZeRO-3 (all-gather in forward and again in backward, reduce-scatter).
-    With g micro-batches accumulated: DDP and ZeRO-1 keep full gradients and still communicate
-    once, 2Ψ; ZeRO-2 keeps only a shard, so it reduce-scatters after every micro-batch,
-    (g + 1)Ψ; ZeRO-3 gathers and scatters for every micro-batch, 3gΨ.
+    With m micro-batches accumulated (the deck's m; `grad_accumulation` here): DDP and ZeRO-1 keep
+    full gradients and still communicate once, 2Ψ; ZeRO-2, keeping only a shard, reduce-scatters
+    after every micro-batch, (m + 1)Ψ; ZeRO-3 gathers and scatters for every micro-batch, 3mΨ.
+    That is what the zero scenario does; keeping unsharded gradients (and parameters) until the
+    last micro-batch, as FSDP2's set_requires_gradient_sync(False) allows, trades memory for it.
     """
     sharded_roles(zero_stage)  # validates
     g = grad_accumulation
