@@ -169,5 +169,8 @@ class Prediction {
   }
 }
 
-export const predictions = Array.from(document.querySelectorAll('.predict[data-predict]'), (box) => new Prediction(box));
+// The print view has no steps to answer with: the question stays hidden there, the run's slide prints as it is.
+const printing = document.documentElement.classList.contains('print-mode');
+export const predictions = printing ? []
+  : Array.from(document.querySelectorAll('.predict[data-predict]'), (box) => new Prediction(box));
 window.distdeck = Object.assign(window.distdeck || {}, { predictions });
