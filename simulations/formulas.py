@@ -19,6 +19,7 @@ Sources, as REFERENCE.md cites them:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -102,7 +103,8 @@ def transformer_params(hidden: int, layers: int, vocab: int) -> int:
 
 
 def activation_bytes_per_layer(seq: int, micro_batch: int, hidden: int, heads: int, tp: int = 1,
-                               recompute: Recompute = "none", sequence_parallel: bool = True) -> float:
+                               recompute: Recompute = "none", sequence_parallel: bool = True,
+                               flash_attention: bool = False) -> float:
     """Activation bytes one transformer layer keeps for backward, in 16-bit (Korthikanti et al.).
 
     No recomputation: s·b·h·(34 + 5·a·s/h); with tensor parallel degree t and sequence
@@ -111,20 +113,25 @@ def activation_bytes_per_layer(seq: int, micro_batch: int, hidden: int, heads: i
     Without sequence parallelism (t > 1) the layer norms' and dropouts' 10·s·b·h are replicated on
     every tensor-parallel rank: s·b·h·(10 + 24/t + 5·a·s/(h·t)) (their Table 2), and full
     recomputation keeps the whole 2·s·b·h input.
+    `flash_attention`: FlashAttention never stores the a·s² score and softmax matrices (it
+    recomputes them in backward), so the 5·a·s/h term goes as with selective recomputation
+    (Ultra-Scale Playbook; every Llama-class run). The 34 is Korthikanti's count for a GPT-3
+    layer (GeLU MLP of 4h, dropout); a SwiGLU layer without dropout keeps about as much.
     """
     sbh = seq * micro_batch * hidden
     if recompute not in ("none", "selective", "full"):
         raise ValueError(f"recompute must be none, selective or full, got {recompute!r}")
     if recompute == "full":
         return 2 * sbh / (tp if sequence_parallel else 1)
-    attention = 5 * heads * seq / hidden if recompute == "none" else 0.0
+    stores_scores = recompute == "none" and not flash_attention
+    attention = 5 * heads * seq / hidden if stores_scores else 0.0
     if sequence_parallel or tp == 1:
         return sbh * (34 + attention) / tp
     return sbh * (10 + (24 + attention) / tp)
 
 
 def activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int, layers: int, tp: int = 1,
-                     pp: int = 1, recompute: Recompute = "none") -> float:
+                     pp: int = 1, recompute: Recompute = "none", flash_attention: bool = False) -> float:
     """Activation bytes on the busiest GPU: its L/p layers times the micro-batches in flight.
 
     Under 1F1B with m ≥ p the first stage holds p micro-batches (REFERENCE.md, "Peak in-flight
@@ -133,7 +140,9 @@ def activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int, layers
     """
     layers_per_stage = layers / pp
     in_flight = pp
-    return activation_bytes_per_layer(seq, micro_batch, hidden, heads, tp, recompute) * layers_per_stage * in_flight
+    per_layer = activation_bytes_per_layer(seq, micro_batch, hidden, heads, tp, recompute,
+                                           flash_attention=flash_attention)
+    return per_layer * layers_per_stage * in_flight
 
 
 # -- communication ---------------------------------------------------------------------------------
@@ -152,11 +161,13 @@ def zero_comm_elements(psi: float, zero_stage: int, grad_accumulation: int = 1) 
     """Elements communicated per optimizer step, counting an all-reduce of S as 2S and an
     all-gather or reduce-scatter of an S-element whole as S (the ZeRO paper's accounting).
 
-    g = 1: 2Ψ for DDP, ZeRO-1 and ZeRO-2 (reduce-scatter the gradients, all-gather the updated
+    m = 1: 2Ψ for DDP, ZeRO-1 and ZeRO-2 (reduce-scatter the gradients, all-gather the updated
     parameters); 3Ψ for ZeRO-3 (all-gather in forward and again in backward, reduce-scatter).
-    With g micro-batches accumulated: DDP and ZeRO-1 keep full gradients and still communicate
-    once, 2Ψ; ZeRO-2 keeps only a shard, so it reduce-scatters after every micro-batch,
-    (g + 1)Ψ; ZeRO-3 gathers and scatters for every micro-batch, 3gΨ.
+    With m micro-batches accumulated (the deck's m; `grad_accumulation` here): DDP and ZeRO-1 keep
+    full gradients and still communicate once, 2Ψ; ZeRO-2, keeping only a shard, reduce-scatters
+    after every micro-batch, (m + 1)Ψ; ZeRO-3 gathers and scatters for every micro-batch, 3mΨ.
+    That is what the zero scenario does; keeping unsharded gradients (and parameters) until the
+    last micro-batch, as FSDP2's set_requires_gradient_sync(False) allows, trades memory for it.
     """
     sharded_roles(zero_stage)  # validates
     g = grad_accumulation
@@ -207,7 +218,8 @@ PRESETS: dict[str, ModelShape] = {
 
 def per_gpu_memory(psi: float, shape: ModelShape, *, precision: Precision = "bf16", zero_stage: int = 0,
                    gpus: int = 1, tp: int = 1, pp: int = 1, activation_checkpointing: bool = False,
-                   seq_len: int = 4096, micro_batch: int = 1, cpu_offload: bool = False) -> dict[str, float]:
+                   seq_len: int = 4096, micro_batch: int = 1, cpu_offload: bool = False,
+                   flash_attention: bool = False) -> dict[str, float]:
     """Bytes per GPU by role for a 3D layout: TP·PP split the model, ZeRO shards over DP = gpus/(TP·PP).
 
     Model states: `model_state_bytes(Ψ/(t·p), precision, stage, DP)`. Activations:
@@ -221,7 +233,104 @@ def per_gpu_memory(psi: float, shape: ModelShape, *, precision: Precision = "bf1
     recompute: Recompute = "full" if activation_checkpointing else "none"
     if not shape.layers:  # a parameter count without a transformer shape: model states only
         return {**states, "activations": 0.0}
-    activations = activation_bytes(seq_len, micro_batch, shape.hidden, shape.heads, shape.layers, tp, pp, recompute)
+    activations = activation_bytes(seq_len, micro_batch, shape.hidden, shape.heads, shape.layers, tp, pp, recompute,
+                                   flash_attention)
     if precision == "fp32":
         activations *= 2
     return {**states, "activations": activations}
+
+
+# -- precision -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PrecisionRecipe:
+    """Bytes per parameter of one training recipe, by what is kept (the Ultra-Scale Playbook's table
+    "a summary of a few known approaches to FP8 training", early 2025; fp32 from REFERENCE.md).
+
+    `gemm` is the precision the matmuls run in; `master` the optimizer's copy of the weights,
+    `accumulated_grads` a separate buffer gradients are summed in across micro-batches, `params`
+    and `grads` the working copies forward and backward use, `optimizer` Adam's two moments.
+    """
+
+    name: str
+    gemm: str
+    master: int
+    accumulated_grads: int
+    params: int
+    grads: int
+    optimizer: int
+    source: str
+
+    @property
+    def total(self) -> int:
+        return self.master + self.accumulated_grads + self.params + self.grads + self.optimizer
+
+
+PLAYBOOK = "Ultra-Scale Playbook, mixed precision training"
+PRECISION_RECIPES: dict[str, PrecisionRecipe] = {
+    # fp32 without mixed precision: the parameters are their own master copy (REFERENCE.md).
+    "fp32": PrecisionRecipe("fp32", "fp32", 0, 0, 4, 4, 8, "REFERENCE.md; ZeRO, arXiv 1910.02054"),
+    "bf16 + fp32 master, fp32 grad accumulation": PrecisionRecipe(
+        "bf16 + fp32 master, fp32 grad accumulation", "bf16", 4, 4, 2, 2, 8, PLAYBOOK),
+    "bf16 + fp32 master": PrecisionRecipe("bf16 + fp32 master", "bf16", 4, 0, 2, 2, 8, PLAYBOOK),
+    "FP8, Transformer Engine": PrecisionRecipe("FP8, Transformer Engine", "fp8", 0, 0, 4, 4, 8, PLAYBOOK),
+    "FP8, DeepSeek-V3": PrecisionRecipe("FP8, DeepSeek-V3", "fp8", 4, 4, 1, 2, 4,
+                                        PLAYBOOK + "; DeepSeek-V3, arXiv 2412.19437, section 3.3"),
+    "FP8, Nanotron": PrecisionRecipe("FP8, Nanotron", "fp8", 2, 4, 1, 1, 2, PLAYBOOK),
+    "FP8, FP8-LM O3": PrecisionRecipe("FP8, FP8-LM O3", "fp8", 2, 2, 1, 1, 3,
+                                      PLAYBOOK + "; FP8-LM, arXiv 2310.18313"),
+}
+
+
+def precision_state_bytes(psi: float, recipe: str, zero_stage: int = 0, ranks: int = 1) -> float:
+    """Model-state bytes per rank for a `PRECISION_RECIPES` recipe: Ψ · (its bytes per parameter),
+    with ZeRO's sharding applied role by role (stage 1: optimizer and master; 2: + gradients and
+    their accumulation buffer; 3: + parameters)."""
+    r = PRECISION_RECIPES[recipe]
+    sharded = sharded_roles(zero_stage)
+    split = {"optimizer": r.optimizer + r.master, "gradients": r.grads + r.accumulated_grads,
+             "parameters": r.params}
+    return sum(k * psi / (ranks if role in sharded else 1) for role, k in split.items())
+
+
+def gradient_reduce_bytes(psi: float, ranks: int, reduce_bytes: int = 2) -> float:
+    """Bytes each rank sends to all-reduce Ψ gradients on a ring, in a dtype of `reduce_bytes` bytes:
+    2(N−1)/N · Ψ · bytes. bf16 (2) is DDP's default with bf16 gradients; fp32 (4), as Llama 3
+    reduce-scatters its gradients (arXiv 2407.21783, section 3.3.2) and FSDP2's
+    MixedPrecisionPolicy(reduce_dtype=torch.float32) does, doubles it."""
+    return ring_all_reduce_bytes(psi * reduce_bytes, ranks)
+
+
+# -- hardware anchors (vendor spec sheets, REFERENCE.md "Hardware anchors") ------------------------
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    memory: float  # bytes of HBM
+    bf16_dense_flops: float  # FLOP/s, dense bf16 peak
+    nvlink: float  # bytes/s per GPU, one direction
+
+
+ACCELERATORS: dict[str, Accelerator] = {
+    # NVIDIA H100 SXM datasheet: 80 GB HBM3, 989 TFLOP/s dense BF16, NVLink 4 900 GB/s both ways.
+    "H100": Accelerator("H100", 80 * GB, 989e12, 450e9),
+    # NVIDIA H200 datasheet: 141 GB HBM3e; compute and NVLink as H100.
+    "H200": Accelerator("H200", 141 * GB, 989e12, 450e9),
+    # NVIDIA B200: 192 GB HBM3e, about 2.25 PFLOP/s dense BF16, NVLink 5 1.8 TB/s both ways (REFERENCE.md).
+    "B200": Accelerator("B200", 192 * GB, 2.25e15, 900e9),
+}
+# One 400 Gb/s InfiniBand NDR port per GPU (DGX H100): 50 GB/s leave a GPU for another node.
+NETWORK_PER_GPU = 400e9 / 8
+
+
+def gpus_to_hold(n_bytes: float, gpu: str = "H100") -> int:
+    """How many GPUs of this kind it takes just to hold `n_bytes`, if they could be split evenly."""
+    return math.ceil(n_bytes / ACCELERATORS[gpu].memory)
+
+
+def ring_attention_min_block(flops: float, bandwidth: float, element_bytes: int = 2) -> float:
+    """Tokens per K/V block for ring attention to hide its transfer behind the block's attention
+    (Liu et al., Ring Attention, arXiv 2310.01889, section 3): a block of c tokens costs 4·c²·d
+    FLOPs (QKᵀ and PV) and sends K and V, 2·c·d elements. Overlap needs 4c²d/F ≥ 2cd·e/B, so
+    c ≥ F·e/(2B): F/B tokens in 16-bit, whatever the head dimension d."""
+    return flops * element_bytes / (2 * bandwidth)

@@ -144,3 +144,61 @@ def test_calculator_rejects_inconsistent_layouts(client):
     assert r.status_code == 422 and "multiple of tp·pp" in r.text
     r = client.get("/api/calculator", params={"model": "custom", "hidden": 1024})
     assert r.status_code == 422 and "layers" in r.text
+
+
+def test_flash_attention_drops_the_score_term():
+    s7 = f.PRESETS["7B"]
+    plain = f.activation_bytes(4096, 1, s7.hidden, s7.heads, s7.layers)
+    flash = f.activation_bytes(4096, 1, s7.hidden, s7.heads, s7.layers, flash_attention=True)
+    # Korthikanti's 34·s·b·h per layer without the 5·a·s/h term: 34 · 4096 · 4096 · 32 bytes ≈ 18 GB.
+    assert flash == 34 * 4096 * s7.hidden * s7.layers
+    assert plain == (34 + 5 * s7.heads * 4096 / s7.hidden) * 4096 * s7.hidden * s7.layers
+    assert flash == f.activation_bytes(4096, 1, s7.hidden, s7.heads, s7.layers, recompute="selective")
+    # Full recomputation keeps the layer inputs whatever the attention kernel.
+    assert f.activation_bytes(4096, 1, s7.hidden, s7.heads, s7.layers, recompute="full", flash_attention=True) \
+        == 2 * 4096 * s7.hidden * s7.layers
+    # 7B on 8 GPUs under ZeRO-3 at 4,096 tokens fits an 80 GB GPU without checkpointing once scores are not stored.
+    per_gpu = f.per_gpu_memory(s7.params, s7, zero_stage=3, gpus=8, flash_attention=True)
+    assert sum(per_gpu.values()) < f.ACCELERATORS["H100"].memory
+    assert sum(f.per_gpu_memory(s7.params, s7, zero_stage=3, gpus=8).values()) > f.ACCELERATORS["H100"].memory
+
+
+# The Playbook's table of FP8 recipes, bytes per parameter (total column).
+@pytest.mark.parametrize("recipe, total", [
+    ("bf16 + fp32 master, fp32 grad accumulation", 20), ("bf16 + fp32 master", 16), ("fp32", 16),
+    ("FP8, Transformer Engine", 16), ("FP8, DeepSeek-V3", 15), ("FP8, Nanotron", 10), ("FP8, FP8-LM O3", 9)])
+def test_precision_recipes_match_the_playbook_totals(recipe, total):
+    assert f.PRECISION_RECIPES[recipe].total == total
+    assert f.precision_state_bytes(1e9, recipe) == pytest.approx(total * GB)
+
+
+def test_precision_recipes_agree_with_model_state_bytes():
+    psi, n = 7e9, 8
+    for stage in range(4):
+        assert f.precision_state_bytes(psi, "bf16 + fp32 master", stage, n) == pytest.approx(
+            f.model_state_total(psi, "bf16", stage, n))
+        assert f.precision_state_bytes(psi, "fp32", stage, n) == pytest.approx(f.model_state_total(psi, "fp32", stage, n))
+        assert f.precision_state_bytes(psi, "bf16 + fp32 master, fp32 grad accumulation", stage, n) == pytest.approx(
+            sum(f.model_state_bytes(psi, "bf16", stage, n, fp32_grad_accumulation=True).values()))
+
+
+def test_gradient_reduction_dtype_doubles_the_wire_bytes():
+    psi, n = 70e9, 64
+    assert f.gradient_reduce_bytes(psi, n, 4) == 2 * f.gradient_reduce_bytes(psi, n, 2)
+    assert f.gradient_reduce_bytes(psi, n, 2) == f.ring_all_reduce_bytes(2 * psi, n)
+
+
+def test_hardware_anchors_and_gpu_counts():
+    assert f.gpus_to_hold(f.model_state_total(70e9), "H100") == 14  # 1,120 GB over 80 GB GPUs
+    assert f.gpus_to_hold(f.model_state_total(70e9), "B200") == 6
+    assert f.ACCELERATORS["B200"].memory > f.ACCELERATORS["H200"].memory > f.ACCELERATORS["H100"].memory
+
+
+def test_ring_attention_overlap_needs_blocks_of_flops_over_bandwidth():
+    h100 = f.ACCELERATORS["H100"]
+    # 16-bit K/V: c ≥ F/B tokens; about 2k on NVLink and 20k across a 400 Gb/s port.
+    assert f.ring_attention_min_block(h100.bf16_dense_flops, h100.nvlink) == pytest.approx(989e12 / 450e9)
+    assert 2000 < f.ring_attention_min_block(h100.bf16_dense_flops, h100.nvlink) < 2300
+    assert 19000 < f.ring_attention_min_block(h100.bf16_dense_flops, f.NETWORK_PER_GPU) < 21000
+    # fp32 blocks carry twice the bytes: twice the tokens.
+    assert f.ring_attention_min_block(1e12, 1e9, 4) == 2 * f.ring_attention_min_block(1e12, 1e9)

@@ -28,7 +28,7 @@ def test_sections_are_discovered_in_directory_order(deck):
     slugs = [section.slug for section in deck.sections]
     assert slugs == sorted(slugs)
     assert slugs[:3] == ["00-intro", "01-basics", "01-why-distributed"]
-    assert [s.id for s in deck.sections[0].slides] == ["title", "contents", "real-runs"]
+    assert [s.id for s in deck.sections[0].slides] == ["title", "contents", "real-runs", "notation"]
 
 
 def test_every_slide_has_a_title_and_speaker_notes(rendered, deck):
@@ -142,3 +142,73 @@ def test_gpu_counts_and_formatting():
     assert mem.gpus_to_hold(112e9, "H100") == 2
     assert mem.gpus_to_hold(6480e9, "H200") == 46
     assert mem.gb(6480e9) == "6,480 GB" and mem.gb(26.25e9, 1) == "26.2 GB"
+
+
+# ---- issue 13: corrections, precision, notation (numbers read from simulations.formulas) ----
+
+from simulations import formulas  # noqa: E402
+
+
+def text_of(html: str) -> str:
+    """The slide's visible text and notes, tags dropped, whitespace squeezed."""
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_seven_b_activations_are_the_flash_attention_figure(rendered):
+    s7 = formulas.PRESETS["7B"]
+    flash = formulas.activation_bytes(4096, 1, s7.hidden, s7.heads, s7.layers, flash_attention=True)
+    stored = formulas.activation_bytes(4096, 1, s7.hidden, s7.heads, s7.layers)
+    slide = rendered["one-gpu-7b"]
+    content, notes = slide.split('<aside class="notes">')
+    assert mem.gb(flash) in content and mem.gb(stored) not in content  # the bar shows what a Llama run keeps
+    assert mem.gb(stored) in notes  # the notes say what storing the scores would cost
+    total = sum(mem.model_state_bytes(s7.params).values()) + flash
+    assert f"{mem.gb(total)} on one GPU" in text_of(content)
+    assert "a hundred gigabytes" not in slide
+
+
+def test_memory_wall_counts_b200s_and_the_70b_h100s(rendered):
+    slide = text_of(rendered["memory-wall"])
+    s70 = formulas.model_state_total(formulas.PRESETS["70B"].params)
+    assert f"{formulas.gpus_to_hold(s70, 'H100')} H100s just to hold them" in slide
+    assert f"B200s ({formulas.ACCELERATORS['B200'].memory / formulas.GB:.0f} GB)" in slide
+    assert "dozens of GPUs" not in slide
+
+
+def test_precision_slide_reads_the_playbook_recipes(rendered):
+    slide = text_of(rendered["precision"])
+    psi = formulas.PRESETS["70B"].params
+    for name, recipe in formulas.PRECISION_RECIPES.items():
+        row = re.search(re.escape(name) + r" (.*?) " + re.escape(mem.gb(formulas.precision_state_bytes(psi, name))), slide)
+        assert row, name
+        assert f" {recipe.total} " in f" {row.group(1)} "
+    assert mem.gb(formulas.gradient_reduce_bytes(psi, 64, 2)) in slide
+    assert mem.gb(formulas.gradient_reduce_bytes(psi, 64, 4)) in slide
+
+
+def test_ring_overlap_condition_is_computed(rendered):
+    h100 = formulas.ACCELERATORS["H100"]
+    slide = text_of(rendered["ring-measured"])
+    for bandwidth in (h100.nvlink, formulas.NETWORK_PER_GPU):
+        assert "{:,.0f}".format(formulas.ring_attention_min_block(h100.bf16_dense_flops, bandwidth)) in slide
+    assert "does not shrink with N: each rank" not in slide or "Ulysses" in slide
+
+
+def test_notation_is_one_symbol_one_meaning(rendered):
+    every = "".join(rendered.values())
+    assert "notation" in rendered
+    # The symbols the issue found with several meanings are gone from the formulas.
+    for old in [r"3g\Psi", r"(g+1)\Psi", r"\partial L}", r"\nabla L ", r"B_{\text{link}}", r"p = \mathrm{softmax}",
+                r"g_i\, E_i", "(N-1)B", "k = 12", r"\frac{S}{B}"]:
+        assert old not in every, old
+    assert r"\pi = \mathrm{softmax}" in rendered["ep-intro"]
+    assert r"\mathcal{L}" in rendered["basics-loop"] and r"3m\Psi" in rendered["zero-accumulation"]
+
+
+def test_accumulation_and_checkpointing_are_taught_once(rendered):
+    # Section 04 teaches them; the ZeRO slides refer back instead of repeating the mechanism.
+    assert "keep the inputs, recompute the rest" not in rendered["zero-checkpointing"].lower()
+    for slide in ("zero-checkpointing", "zero-accumulation"):
+        assert "accumulation section" in rendered[slide]
+    assert "set_requires_gradient_sync" in rendered["zero-accumulation"]
+    assert "tokens in all" in rendered["accumulation-how"]

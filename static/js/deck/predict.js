@@ -1,0 +1,176 @@
+/**
+ * "Predict, then run": before a live slide's run plays, the audience answers a question about it.
+ *
+ * Markup (slides/macros.html.j2, `predict`): a `.predict` box on a slide with a `.live-sim`, its
+ * question, two to four choice buttons, and in data-predict what to read off the run:
+ *   { read: "figures.peak_in_flight.0",   a path into the run's summary
+ *     per: "figures.gradient_bytes",      optional: divide by this path first
+ *     pick: "nearest" | "argmax" | "argmin" | "compare",
+ *     format: "count" | "ratio" | "psi" | "bytes" | "rank" | "percent" | "compare" | "key",
+ *     choices: [{ label, value }, ...] }
+ * The correct choice is never written into the slide: when the run's summary arrives it is the
+ * choice nearest to the measured value (or the index/key of the largest or smallest entry, "all"
+ * when every entry ties; or, for "compare", the sign of read/per − 1).
+ *
+ * Steps: the slide's stepper (registered by the live player) is wrapped so that step 0 is the
+ * question, with the run hidden; the next → reveals the run at its first frame, with the answer
+ * read off its summary as soon as the summary is there. Nothing in the player changes: this module
+ * reads the run through its public surface, the stepper (steps.js) and window.distdeck.players.
+ */
+import { registerStepper, stepperOf } from './steps.js';
+
+const LETTERS = ['A', 'B', 'C', 'D'];
+const WRAPPED = Symbol('predict');
+
+/** The value at a dotted path ("figures.peak_in_flight.0") of an object, or undefined. */
+export function readPath(object, path) {
+  return String(path).split('.').reduce((o, key) => (o == null ? undefined : o[key]), object);
+}
+
+/** What the run says: { value, index } with index the correct choice (-1 if none), or null. */
+export function answerOf(spec, summary) {
+  const raw = summary ? readPath(summary, spec.read) : undefined;
+  if (raw === undefined || raw === null) return null;
+  const choices = spec.choices;
+  if (spec.pick === 'argmax' || spec.pick === 'argmin') {
+    const entries = Array.isArray(raw) ? raw.map((v, i) => [i, v]) : Object.entries(raw);
+    if (!entries.length) return null;
+    const better = (a, b) => (spec.pick === 'argmax' ? b[1] > a[1] : b[1] < a[1]);
+    const best = entries.reduce((a, b) => (better(a, b) ? b : a));
+    // A tie across every entry (a balanced run) is its own answer: "all".
+    const value = entries.every((e) => e[1] === best[1]) && entries.length > 1 ? 'all' : best[0];
+    return { value, raw, index: choices.findIndex((c) => String(c.value) === String(value)) };
+  }
+  let value = Number(raw);
+  if (spec.per) value /= Number(readPath(summary, spec.per));
+  if (!Number.isFinite(value)) return null;
+  if (spec.pick === 'compare') {
+    const sign = Math.abs(value - 1) < 1e-9 ? 0 : Math.sign(value - 1);
+    return { value, raw, index: choices.findIndex((c) => Number(c.value) === sign) };
+  }
+  let index = -1;
+  let best = Infinity;
+  choices.forEach((c, i) => {
+    const scale = Math.max(Math.abs(Number(c.value)), Math.abs(value), 1e-12);
+    const distance = Math.abs(Number(c.value) - value) / scale;
+    if (distance < best) { best = distance; index = i; }
+  });
+  return { value, raw, index, exact: best < 0.05 };
+}
+
+function format(value, spec, summary) {
+  const n = Number(value);
+  switch (spec.format) {
+    case 'bytes': return `${Math.round(n).toLocaleString('en-US')} B`;
+    case 'ratio': return `${n.toLocaleString('en-US', { maximumFractionDigits: 2 })}×`;
+    case 'percent': return `${(100 * n).toFixed(1)}%`;
+    case 'rank': return `rank ${value}`;
+    case 'count': return Math.round(n).toLocaleString('en-US');
+    case 'psi': return `${n.toLocaleString('en-US', { maximumFractionDigits: 2 })}Ψ`;
+    case 'compare': {
+      const first = Number(readPath(summary, spec.per));
+      const last = Number(readPath(summary, spec.read));
+      const digits = { maximumSignificantDigits: 3 };
+      return `${first.toLocaleString('en-US', digits)} → ${last.toLocaleString('en-US', digits)}`;
+    }
+    default: return String(value);
+  }
+}
+
+function playerOf(sim) {
+  return (window.distdeck?.players ?? []).find((p) => p.element === sim) ?? null;
+}
+
+class Prediction {
+  constructor(box) {
+    this.box = box;
+    this.slide = box.closest('section');
+    this.sim = this.slide.querySelector('.live-sim');
+    this.spec = JSON.parse(box.dataset.predict);
+    this.picked = null;
+    this.answerEl = box.querySelector('.predict-answer');
+    this.buttons = Array.from(box.querySelectorAll('.predict-choice'));
+    for (const button of this.buttons) {
+      button.addEventListener('click', () => this.pick(Number(button.dataset.index)));
+    }
+    this.setRevealed(false);
+    // The player registers its stepper when it mounts, and writes its status on the element:
+    // wrap the stepper once it is there, and read the answer whenever a run finishes.
+    this.observer = new MutationObserver(() => { this.wrap(); this.update(); });
+    this.observer.observe(this.sim, { attributes: true, attributeFilter: ['data-status'], childList: true });
+    document.addEventListener('distdeck:position', () => this.wrap());
+    this.wrap();
+  }
+
+  pick(index) {
+    this.picked = index;
+    this.buttons.forEach((b, i) => b.setAttribute('aria-pressed', String(i === index)));
+    this.box.dataset.picked = LETTERS[index];
+    this.update();
+  }
+
+  wrap() {
+    const inner = stepperOf(this.slide);
+    if (!inner || inner[WRAPPED]) return;
+    const prediction = this;
+    registerStepper(this.slide, {
+      [WRAPPED]: true,
+      get count() { return inner.count + 1; },
+      get index() { return prediction.revealed ? inner.index + 1 : 0; },
+      get pending() { return inner.pending; },
+      go(k) {
+        prediction.setRevealed(k > 0);
+        inner.go(Math.max(0, k - 1));
+      },
+    });
+  }
+
+  setRevealed(revealed) {
+    this.revealed = revealed;
+    this.slide.dataset.predictState = revealed ? 'revealed' : 'asking';
+    this.update();
+  }
+
+  update() {
+    const { box, spec } = this;
+    for (const b of this.buttons) b.classList.remove('predict-correct', 'predict-wrong');
+    if (!this.revealed) {
+      this.answerEl.textContent = '';
+      delete box.dataset.answer;
+      return;
+    }
+    const player = playerOf(this.sim);
+    const status = player?.status ?? this.sim.dataset.status;
+    if (status === 'error' || status === 'unavailable') {
+      this.answerEl.textContent = 'No run to read the answer from.';
+      return;
+    }
+    const answer = status === 'done' ? answerOf(spec, player?.summary) : null;
+    if (!answer) {
+      this.answerEl.textContent = 'The run is still going: its answer appears with its summary.';
+      delete box.dataset.answer;
+      return;
+    }
+    const measured = format(answer.value, spec, player.summary);
+    const source = `${spec.read}${spec.per ? ` ÷ ${spec.per}` : ''}`;
+    box.dataset.answer = answer.index >= 0 ? LETTERS[answer.index] : '';
+    box.dataset.measured = measured;
+    if (answer.index >= 0) this.buttons[answer.index].classList.add('predict-correct');
+    if (this.picked !== null && this.picked !== answer.index) this.buttons[this.picked].classList.add('predict-wrong');
+    const choice = answer.index >= 0
+      ? `${LETTERS[answer.index]}, ${spec.choices[answer.index].label}${answer.exact === false ? ' (the nearest choice)' : ''}`
+      : 'none of the choices (the parameters changed)';
+    const verdict = this.picked === null ? '' : (this.picked === answer.index ? ' ✓ as predicted.' : ` ✗ predicted ${LETTERS[this.picked]}.`);
+    this.answerEl.replaceChildren(
+      Object.assign(document.createElement('strong'), { textContent: `The run: ${measured}` }),
+      document.createTextNode(` → ${choice}.${verdict}`),
+      Object.assign(document.createElement('span'), { className: 'predict-source', textContent: ` Read from the summary: ${source}` }),
+    );
+  }
+}
+
+// The print view has no steps to answer with: the question stays hidden there, the run's slide prints as it is.
+const printing = document.documentElement.classList.contains('print-mode');
+export const predictions = printing ? []
+  : Array.from(document.querySelectorAll('.predict[data-predict]'), (box) => new Prediction(box));
+window.distdeck = Object.assign(window.distdeck || {}, { predictions });
