@@ -196,6 +196,16 @@ def context_parallel_bytes(method: ContextParallel, seq: int, heads: int, head_d
     return {"forward": forward, "backward": backward, "total": forward + backward, "block": block}
 
 
+def hsdp_bytes(size: float, shards: int, replicas: int) -> dict[str, float]:
+    """Bytes each rank sends per step under hybrid sharding (HSDP; FSDP paper, arXiv:2304.11277,
+    section 3.2.2): the model's `size` bytes are sharded over a group of `shards` ranks and that group
+    is replicated `replicas` times. Inside the shard group, ZeRO-3's 3Ψ: two all-gathers of the
+    parameters (forward, backward) and a reduce-scatter of the gradients, (N−1)/N · size each. Across
+    replicas, an all-reduce of this rank's gradient shard only: 2(R−1)/R · size/shards."""
+    return {"shard": 3 * all_gather_bytes(size, shards),
+            "replicate": ring_all_reduce_bytes(size / shards, replicas)}
+
+
 # -- pipeline bubble -------------------------------------------------------------------------------
 
 def bubble_fraction(stages: int, micro_batches: int, virtual: int = 1) -> float:

@@ -29,12 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulations import comm, formulas, trace
 from simulations.frames import Check, Summary
-from simulations.models import max_abs_diff
+from simulations.models import fp32_tolerance, max_abs_diff
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.scenarios.ring_attention import make_inputs
 from simulations.trace import tensor_view
 
-FP32_EPS = 2.0 ** -24  # unit round-off of fp32
 BACKWARD_PHASES = ("grad_to_heads", "local_backward", "grads_home", "kv_grads_scattered")
 
 
@@ -201,11 +200,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     for name in ("out", "dq", "dk", "dv"):
         whole = torch.cat([r[name] for r in results], dim=1)  # rank r holds tokens r·L/N ..
         diffs[name] = max_abs_diff(whole, ref[name])
-        # fp32 round-off: the run and the reference both round; each lands about as far from the exact
-        # (fp64) value as the reference does. 4× that distance, and never under L·ε·max|x| (a sum of L
-        # terms reordered moves by up to L·ε·Σ|terms|; Higham, Accuracy and Stability, section 4.2).
-        own = max_abs_diff(ref[name], exact[name])
-        tolerances[name] = max(4 * own, p.seq_len * FP32_EPS * float(exact[name].abs().max()))
+        tolerances[name] = fp32_tolerance(ref[name], exact[name], terms=p.seq_len)  # a row sums L terms
     grad_diff = max(diffs[g] / tolerances[g] for g in ("dq", "dk", "dv"))
 
     # Bytes: each rank's traced collectives (the buffer it handed over), turned into bytes that left
