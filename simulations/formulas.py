@@ -174,6 +174,51 @@ def zero_comm_elements(psi: float, zero_stage: int, grad_accumulation: int = 1) 
     return {0: 2 * psi, 1: 2 * psi, 2: (g + 1) * psi, 3: 3 * g * psi}[zero_stage]
 
 
+def all_to_all_bytes(size: float, ranks: int) -> float:
+    """Bytes each rank sends in an all-to-all of its `size`-byte buffer: (N−1)/N · S (its own block stays)."""
+    return (ranks - 1) / ranks * size
+
+
+ContextParallel = Literal["ring", "all_gather_kv", "all_to_all"]
+
+
+def context_parallel_bytes(method: ContextParallel, seq: int, heads: int, head_dim: int, ranks: int,
+                           element: int = 4) -> dict[str, float]:
+    """Bytes each rank sends for one attention layer, forward and backward, when the sequence is split
+    over `ranks` (context parallelism). `block` = one of Q, K, V, O for this rank's seq/N tokens, all heads.
+
+    - ring (Liu et al., arXiv:2310.01889; our ring_attention): K+V go round the ring, N−1 hops forward;
+      backward sends K+V again (N−1 hops) and the dK+dV accumulators N hops (the last one home).
+    - all_gather_kv (Llama 3, arXiv:2407.21783 section 3.3.2): all-gather K+V, (N−1)·2·block;
+      backward reduce-scatters the full-sequence dK+dV, (N−1)/N · 2N·block. Neither shrinks with N.
+    - all_to_all (DeepSpeed-Ulysses, arXiv:2309.14509): Q, K, V to head shards and O back, four
+      all-to-alls of one block each; backward dO in and dQ, dK, dV back, four more: (N−1)/N · 4·block
+      each way, falling as 1/N for a fixed sequence.
+    """
+    if seq % ranks:
+        raise ValueError(f"seq ({seq}) must be divisible by ranks ({ranks})")
+    n, block = ranks, heads * (seq // ranks) * head_dim * element
+    if method == "ring":
+        forward, backward = (n - 1) * 2 * block, (n - 1) * 2 * block + n * 2 * block
+    elif method == "all_gather_kv":
+        forward, backward = (n - 1) * 2 * block, all_gather_bytes(2 * block * n, n)
+    elif method == "all_to_all":
+        forward = backward = all_to_all_bytes(4 * block, n)
+    else:
+        raise ValueError(f"method must be ring, all_gather_kv or all_to_all, got {method!r}")
+    return {"forward": forward, "backward": backward, "total": forward + backward, "block": block}
+
+
+def hsdp_bytes(size: float, shards: int, replicas: int) -> dict[str, float]:
+    """Bytes each rank sends per step under hybrid sharding (HSDP; FSDP paper, arXiv:2304.11277,
+    section 3.2.2): the model's `size` bytes are sharded over a group of `shards` ranks and that group
+    is replicated `replicas` times. Inside the shard group, ZeRO-3's 3Ψ: two all-gathers of the
+    parameters (forward, backward) and a reduce-scatter of the gradients, (N−1)/N · size each. Across
+    replicas, an all-reduce of this rank's gradient shard only: 2(R−1)/R · size/shards."""
+    return {"shard": 3 * all_gather_bytes(size, shards),
+            "replicate": ring_all_reduce_bytes(size / shards, replicas)}
+
+
 # -- pipeline bubble -------------------------------------------------------------------------------
 
 def bubble_fraction(stages: int, micro_batches: int, virtual: int = 1) -> float:

@@ -35,3 +35,18 @@ def flat(tensors) -> torch.Tensor:
 
 def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.to(torch.float64) - b.to(torch.float64)).abs().max()) if a.numel() else 0.0
+
+
+FP32_EPS = 2.0 ** -24  # unit round-off of fp32
+
+
+def fp32_tolerance(reference32: torch.Tensor, reference64: torch.Tensor, terms: int) -> float:
+    """How far a correct fp32 computation may land from the fp32 reference, from fp32 round-off.
+
+    A correct run and the reference both round, each about as far from the exact (fp64) value as the
+    reference is: 4× the reference's own distance from fp64. Never under terms·ε·max|x|: a sum of
+    `terms` values added in another order moves by up to terms·ε·Σ|values| (Higham, "Accuracy and
+    Stability of Numerical Algorithms", section 4.2).
+    """
+    own = max_abs_diff(reference32, reference64)
+    return max(4 * own, terms * FP32_EPS * float(reference64.abs().max()))
