@@ -44,7 +44,7 @@ class Settings(BaseSettings):
     job_timeout_s: float = Field(60.0, gt=0)
     # A run still going after this long, or past this many MiB of frames, is stopped at a frame
     # boundary as too large to show (the pool is kept); retrying it answers at once.
-    max_run_s: float = Field(300.0, gt=0)
+    max_run_s: float = Field(120.0, gt=0)
     max_run_mb: int = Field(128, ge=1)
     max_queued_runs: int = Field(8, ge=1)
     # Distinct runs one client (address) may have waiting or running; the deck's own runs are free.

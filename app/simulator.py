@@ -35,8 +35,8 @@ class DeckRuns:
     """The runs worth finishing when no one watches: every run the deck's slides and widgets start by
     default (what the export records), and each scenario's defaults. Read from the slides on first use."""
 
-    def __init__(self, settings: Settings, pool_size: int):
-        self.settings, self.pool_size = settings, pool_size
+    def __init__(self, settings: Settings):
+        self.settings = settings
         self._keys: set[str] | None = None
 
     def __call__(self, key: str) -> bool:
@@ -49,7 +49,7 @@ class DeckRuns:
         try:
             from app.export import plan
 
-            wanted, _, _ = plan(self.settings, "default", self.pool_size)
+            wanted, _, _ = plan(self.settings, "default", pool_size=8)  # (a run too large for the pool never starts)
             keys |= {run_key(w.scenario, w.params) for w in wanted}
         except Exception as exc:  # noqa: BLE001 - a deck that does not load still serves its runs
             log.warning("could not read the deck's runs (%s); keeping only scenario defaults", exc)
@@ -67,7 +67,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.simulator = Simulator(
         pool, cache_bytes=settings.cache_mb << 20, max_queued=settings.max_queued_runs,
         per_client=settings.runs_per_client, max_run_bytes=settings.max_run_mb << 20, max_run_s=settings.max_run_s,
-        abandon_grace_s=settings.abandoned_run_grace_s, keep=DeckRuns(settings, pool.size))
+        abandon_grace_s=settings.abandoned_run_grace_s, keep=DeckRuns(settings))
     app.state.recorded_runs = load_recorded_runs(settings.runs_dir)
     try:
         yield

@@ -13,6 +13,7 @@ followers, any number of them and from any frame (SSE resume), write the same by
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -146,7 +147,8 @@ class Run:
         with self._lock:
             waiters, self._waiters = self._waiters, []
         for loop, event in waiters:
-            loop.call_soon_threadsafe(event.set)
+            with contextlib.suppress(RuntimeError):  # a viewer's loop that has closed since
+                loop.call_soon_threadsafe(event.set)
 
     # -- consumer side (SSE handlers) --------------------------------------------------------------
 
@@ -163,12 +165,9 @@ class Run:
             next_event = after + 2  # events[0] is meta; frame i is events[i + 1]
             chunk = [self._events[0]]
             while True:
-                event = asyncio.Event()
                 with self._lock:
                     fresh = self._events[next_event:]
                     finished = self.done
-                    if not fresh and not finished:
-                        self._waiters.append((loop, event))
                 chunk.extend(fresh)
                 next_event += len(fresh)
                 if finished:
@@ -180,6 +179,11 @@ class Run:
                     return
                 if fresh:
                     continue
+                event = asyncio.Event()
+                with self._lock:
+                    if len(self._events) > next_event or self.done:
+                        continue
+                    self._waiters.append((loop, event))
                 if until_task is None:
                     await event.wait()
                     continue
