@@ -8,6 +8,7 @@ only names what the slides ask and formats it; the slides call it at render time
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simulations import estimate as est
 from simulations.estimate import collectives
@@ -75,3 +76,13 @@ def seconds(s: float) -> str:
     if s < 1:
         return f"{s * 1000:.0f} ms"
     return f"{s:.1f} s"
+
+
+@lru_cache(maxsize=32)
+def ranked(model: str = "llama3-70b", gpu_name: str = GPU, gpus: int = 1024, global_batch: int = 1024,
+           seq_len: int | None = None, top: int = 5) -> tuple[dict, ...]:
+    """The layout chooser's first answer, rendered into the slide (the same as GET /api/estimate/search)."""
+    found = est.search(*est.build(model, gpu=gpu_name, gpus=gpus, global_batch=global_batch, seq_len=seq_len,
+                                         check_layout=False),
+                       top=top)
+    return tuple(e.as_dict() for e in found)

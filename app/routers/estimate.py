@@ -82,12 +82,12 @@ class EstimateResult(BaseModel):
 
 
 class SearchResult(BaseModel):
-    layouts: list[EstimateResult]
+    layouts: list[EstimateResult] = Field(description="Fastest first; empty when no layout fits")
 
 
-def _build(p: EstimateParams):
+def _build(p: EstimateParams, check_layout: bool = True):
     try:
-        return est.build(**p.model_dump())
+        return est.build(**p.model_dump(), check_layout=check_layout)
     except est.LayoutError as exc:
         raise RequestValidationError([{"type": "value_error", "loc": ("query", exc.field), "msg": exc.message,
                                        "input": getattr(p, exc.field, None)}]) from None
@@ -103,5 +103,5 @@ def estimate(params: Annotated[EstimateParams, Query()]) -> EstimateResult:
 @router.get("/estimate/search", response_model=SearchResult,
             summary="The fastest layouts that fit (TP, PP, CP, ZeRO, schedule, micro-batch), ranked")
 def search(params: Annotated[EstimateParams, Query()]) -> SearchResult:
-    model, cluster, layout = _build(params)
+    model, cluster, layout = _build(params, check_layout=False)  # the search picks TP, PP, CP itself
     return SearchResult(layouts=[EstimateResult(**e.as_dict()) for e in est.search(model, cluster, layout)])

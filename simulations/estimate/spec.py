@@ -16,9 +16,11 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
           vocab: int | None = None, seq_len: int | None = None, gpu: str = "h100-80gb", gpus: int = 1024,
           gpus_per_node: int = 8, tp: int = 8, pp: int = 1, cp: int = 1, ep: int = 1, zero_stage: int = 1,
           schedule: str = "1f1b", virtual_stages: int | str | None = "auto", micro_batch: int | str | None = "auto",
-          global_batch: int = 1024, recompute: str = "selective") -> tuple[Model, Cluster, Layout]:
+          global_batch: int = 1024, recompute: str = "selective",
+          check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
     """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
-    every shape field; raises LayoutError naming the field at fault."""
+    every shape field; raises LayoutError naming the field at fault. `check_layout=False` (the layout
+    search, which tries its own TP, PP, CP) checks the model, the cluster and the batch only."""
     shape = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
                  seq_len=seq_len)
     if model == "custom":
@@ -52,6 +54,10 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
                     recompute=recompute)  # type: ignore[arg-type]
     if layout.virtual_stages is None and schedule != "interleaved_1f1b":
         layout = replace(layout, virtual_stages=1)
+    if not check_layout:
+        if global_batch < 1:
+            raise LayoutError("global_batch", f"must be ≥ 1, got {global_batch}")
+        return spec, hw, layout
     if tp > gpus_per_node:
         raise LayoutError("tp", f"must fit in a node (≤ gpus_per_node = {gpus_per_node}), got {tp}")
     validate(spec, hw, layout)

@@ -48,3 +48,11 @@ def test_bad_layouts_are_422_naming_field_and_constraint(client, query, field, w
     assert r.status_code == 422, r.text
     detail = r.json()["detail"]
     assert any(field in d["loc"] and words in d["msg"] for d in detail), detail
+
+
+def test_search_tries_layouts_whose_dp_fits_a_batch_smaller_than_the_cluster(client):
+    """1,024 sequences on 16,384 GPUs: only layouts with TP·PP·CP ≥ 16 can split the batch."""
+    r = client.get("/api/estimate/search", params={"model": "llama3-405b", "gpus": 16384, "global_batch": 1024})
+    assert r.status_code == 200, r.text
+    layouts = r.json()["layouts"]
+    assert layouts and all(x["tp"] * x["pp"] * x["cp"] >= 16 and 1024 % x["dp"] == 0 for x in layouts)

@@ -1,0 +1,127 @@
+/**
+ * The layout chooser: model, sequence length, GPUs and GPU type in -> GET /api/estimate/search
+ * (simulations.estimate on the server: every TP × PP × CP layout the cluster allows, ZeRO-1 or 3,
+ * 1F1B or interleaved, each with its fastest micro-batch and virtual stages that fit) -> the best
+ * few layouts ranked by step time, with memory per GPU, MFU, exposed communication and bubble.
+ *
+ * Mounts on every `.layout-chooser` element; `data-params` (JSON) sets the initial inputs. The
+ * table the server rendered into the slide stays until the first answer replaces it, so a static
+ * export (no server) keeps the default ranking. No number is computed in the browser.
+ */
+
+const FIELDS = [
+  { name: 'model', label: 'Model', type: 'select',
+    options: ['llama3-8b', 'llama3-70b', 'llama3-405b', 'gpt3-175b'] },
+  { name: 'seq_len', label: 'Sequence', type: 'number', min: 128, step: 128 },
+  { name: 'gpu', label: 'GPU', type: 'select', options: ['a100-80gb', 'h100-80gb', 'h200', 'b200'] },
+  { name: 'gpus', label: 'GPUs', type: 'number', min: 8, step: 8 },
+  { name: 'global_batch', label: 'Batch (sequences)', type: 'number', min: 1 },
+];
+
+const COLUMNS = [
+  ['#', (r, i) => String(i + 1)],
+  ['TP × PP × CP × DP', (r) => `${r.tp} × ${r.pp} × ${r.cp} × ${r.dp}`],
+  ['ZeRO', (r) => String(r.zero_stage)],
+  ['schedule', (r) => (r.schedule === 'interleaved_1f1b' ? `interleaved, v ${r.virtual_stages}`
+    : r.pp > 1 ? '1F1B' : '—')],
+  ['micro-batch', (r) => String(r.micro_batch)],
+  ['memory / GPU', (r) => `${(r.memory_per_gpu_bytes.total / 1e9).toFixed(0)} GB`],
+  ['step', (r) => `${r.step_time_s.toFixed(2)} s`],
+  ['MFU', (r) => `${(100 * r.mfu).toFixed(0)} %`],
+  ['exposed comm.', (r) => `${r.exposed_comm_s.toFixed(2)} s`],
+  ['bubble', (r) => `${(100 * r.bubble_fraction).toFixed(0)} %`],
+];
+
+function layoutKey(r) {
+  return [r.tp, r.pp, r.cp, r.zero_stage, r.schedule, r.virtual_stages, r.micro_batch].join('-');
+}
+
+class Chooser {
+  constructor(root) {
+    this.root = root;
+    let initial = {};
+    try { initial = JSON.parse(root.dataset.params || '{}'); } catch { initial = {}; }
+    this.form = root.querySelector('form.chooser-form') || document.createElement('form');
+    this.form.className = 'chooser-form';
+    this.form.replaceChildren();
+    // Inline layout so the widget needs no stylesheet of its own (colours come from the deck's variables).
+    Object.assign(this.form.style, { display: 'flex', flexWrap: 'wrap', gap: '0.3em 1.2em', fontSize: '0.56em',
+                                     alignItems: 'center', margin: '0 0 0.3em' });
+    this.inputs = {};
+    for (const field of FIELDS) {
+      const label = document.createElement('label');
+      label.append(document.createTextNode(`${field.label} `));
+      let input;
+      if (field.type === 'select') {
+        input = document.createElement('select');
+        for (const option of field.options) input.append(new Option(option, option));
+      } else {
+        input = Object.assign(document.createElement('input'), { type: 'number', min: field.min });
+        if (field.step) input.step = field.step;
+        input.style.width = '5.5em';
+      }
+      input.style.font = 'inherit';
+      input.name = field.name;
+      if (initial[field.name] != null) input.value = String(initial[field.name]);
+      input.addEventListener('change', () => this.update());
+      input.addEventListener('keydown', (event) => event.stopPropagation()); // typing is not navigation
+      label.append(input);
+      this.form.append(label);
+      this.inputs[field.name] = input;
+    }
+    this.form.addEventListener('submit', (event) => { event.preventDefault(); this.update(); });
+    this.tbody = root.querySelector('tbody');
+    this.message = root.querySelector('.chooser-message');
+    if (!root.contains(this.form)) root.prepend(this.form);
+  }
+
+  query() {
+    const params = new URLSearchParams({ tp: '1' });
+    for (const [name, input] of Object.entries(this.inputs)) if (input.value !== '') params.set(name, input.value);
+    return params;
+  }
+
+  async update() {
+    const token = (this.token = Symbol('update'));
+    this.message.textContent = 'estimating…';
+    this.message.classList.remove('chooser-error');
+    try {
+      const response = await fetch(`/api/estimate/search?${this.query()}`);
+      const body = await response.json().catch(() => ({}));
+      if (!response.ok) {
+        const detail = body.detail?.[0];
+        const where = detail?.loc?.slice(1).join('.') || 'input';
+        throw new Error(typeof body.detail === 'string' ? body.detail : `${where}: ${detail?.msg ?? response.statusText}`);
+      }
+      if (token !== this.token) return; // a newer question is on its way
+      this.draw(body.layouts);
+    } catch (error) {
+      if (token !== this.token) return;
+      this.message.textContent = error.message;
+      this.message.classList.add('chooser-error');
+    }
+  }
+
+  draw(rows) {
+    const byKey = new Map([...this.tbody.children].map((tr) => [tr.dataset.key, tr]));
+    const ordered = rows.map((r, i) => {
+      const key = layoutKey(r);
+      const tr = byKey.get(key) || document.createElement('tr');
+      tr.dataset.key = key;
+      tr.replaceChildren(...COLUMNS.map(([, cell], c) => {
+        const td = document.createElement(c === 0 ? 'th' : 'td');
+        if (c === 0) td.scope = 'row';
+        td.textContent = cell(r, i);
+        return td;
+      }));
+      return tr;
+    });
+    this.tbody.replaceChildren(...ordered);
+    const gpu = this.inputs.gpu.value;
+    this.message.textContent = rows.length
+      ? `${rows.length} fastest of the layouts that fit in ${(rows[0].gpu_memory_bytes / 1e9).toFixed(0)} GB per ${gpu}`
+      : 'no layout fits: more GPUs, a shorter sequence or a smaller batch';
+  }
+}
+
+for (const root of document.querySelectorAll('.layout-chooser')) new Chooser(root);
