@@ -104,6 +104,7 @@ def run(ctx: RankContext, p: Params) -> dict:
     caps = [p.bucket_kb / 1024] * len(list(model.parameters()))
     ddp = DistributedDataParallel(model, process_group=ctx.group, bucket_cap_mb_list=caps)
     state = {"ctx": ctx, "ring_vs_all_reduce": 0.0, "buckets": []}
+    bucket_history: list[list[int]] = []
     ddp.register_comm_hook(state, ring_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
     params = list(model.parameters())
@@ -118,6 +119,7 @@ def run(ctx: RankContext, p: Params) -> dict:
                     rank_extra={"loss": loss.item()})
 
         state["buckets"] = []
+        bucket_history.append(state["buckets"])  # DDP may rebuild its buckets after the first step
         with trace.span("backward", step=step):
             loss.backward()  # ring_hook fires inside, bucket by bucket
         activations.release()
@@ -137,7 +139,7 @@ def run(ctx: RankContext, p: Params) -> dict:
     trace.frame("identical", f"After {p.steps} step(s) the {n} replicas are identical, without anyone "
                 f"broadcasting weights", status=f"checksum {float(weights.sum()):.6f}",
                 rank_extra={"checksum": float(weights.sum())})
-    return {"grads": first_grads.cpu(), "weights": weights.cpu(), "buckets": state["buckets"],
+    return {"grads": first_grads.cpu(), "weights": weights.cpu(), "buckets": state["buckets"], "bucket_history": bucket_history,
             "ring_vs_all_reduce": state["ring_vs_all_reduce"], "grad_bytes": sum(t.numel() * t.element_size() for t in params)}
 
 
@@ -198,8 +200,9 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     def chunk(elements: int, i: int) -> int:
         return elements // n + (i < elements % n)
 
-    expected_sent = [p.steps * 4 * sum(2 * (b // 4) - chunk(b // 4, (r + 1) % n) - chunk(b // 4, (r + 2) % n)
-                                       for b in bucket_bytes) if n > 1 else 0 for r in range(n)]
+    history = results[0]["bucket_history"]
+    expected_sent = [4 * sum(2 * (b // 4) - chunk(b // 4, (r + 1) % n) - chunk(b // 4, (r + 2) % n)
+                             for step in history for b in step) if n > 1 else 0 for r in range(n)]
     formula = 2 * (n - 1) / n * grad_bytes * p.steps
     checks = [
         Check(name="gradients equal the single-process full-batch gradients", passed=grad_diff <= 1e-6,
@@ -211,9 +214,10 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
         Check(name="ring all-reduce equals dist.all_reduce", passed=ring_diff <= 1e-6, measured=ring_diff,
               expected="≤ 1e-6"),
         Check(name="bytes sent per rank = 2(N−1)/N × gradient bytes", passed=sent == expected_sent
-              and sum(bucket_bytes) == grad_bytes, measured=sent, expected=expected_sent,
+              and all(sum(step) == grad_bytes for step in history) and len(history) == p.steps,
+              measured=sent, expected=expected_sent,
               detail=f"per rank, exact: 2(N−1)/N · {grad_bytes} B = {formula:g} B when N divides every bucket; "
-                     f"here buckets of {[b // 4 for b in bucket_bytes]} elements, so ranks differ by a chunk; "
+                     f"here buckets of {[[b // 4 for b in step] for step in history]} elements per step, so ranks differ by a chunk; "
                      f"buckets sum to Ψ × 4 = {grad_bytes} B from the model's shape"),
     ]
     return Summary(checks=checks, figures={
