@@ -15,6 +15,7 @@ the same weights as a cross-check. The summary checks both against the unsplit m
 from __future__ import annotations
 
 import copy
+import math
 import time
 from fractions import Fraction
 from typing import Literal
@@ -305,12 +306,13 @@ def _stage_list(p: Params) -> str:
 # -- the single-process reference and the checks --------------------------------------------------
 
 def reference(p: Params) -> dict:
-    """The unsplit model, the whole batch, one process: its loss and each stage's gradients."""
-    stages = build_stages(p)
+    """The unsplit model (not cut by `build_stages`), the whole batch, one process: its loss and the gradient
+    of every parameter, flat in layer order."""
+    model = mlp(p.width, p.width, p.num_layers - 1, p.width, p.seed)
     x, y = regression_batch(p.microbatches * p.microbatch_size, p.width, p.width, p.seed)
-    loss = F.mse_loss(nn.Sequential(*stages)(x), y)
+    loss = F.mse_loss(model(x), y)
     loss.backward()
-    return {"loss": loss.item(), "grads": {s: flat(q.grad for q in m.parameters()) for s, m in enumerate(stages)}}
+    return {"loss": loss.item(), "grads": flat(q.grad for q in model.parameters())}
 
 
 def summarize(p: Params, results: list[dict], frames) -> Summary:
@@ -320,7 +322,9 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     theirs = {s: g for r in results for s, g in r["torch"]["grads"].items()}
     loss = next(r["loss"] for r in results if r["loss"] is not None)
     torch_loss = next(r["torch"]["loss"] for r in results if r["torch"]["loss"] is not None)
-    grad_diff = max(max_abs_diff(ours[s], ref["grads"][s]) for s in ref["grads"])
+    # The stages' gradients, in stage order, must be the whole model's: every layer once, in its place.
+    stitched = torch.cat([ours[s] for s in sorted(ours)])
+    grad_diff = max_abs_diff(stitched, ref["grads"]) if stitched.shape == ref["grads"].shape else math.inf
     torch_diff = max(max_abs_diff(ours[s], theirs[s]) for s in ours)
     name = results[0]["torch"]["name"]
     same_order = all(r["order"] == r["torch"]["order"] for r in results)
