@@ -63,3 +63,20 @@ def test_params_bounds():
                 {"inner_optimizer": "adam"}, {"outer_momentum": 1.0}):
         with pytest.raises(ValidationError):
             diloco.Params(**bad)
+
+
+def test_references_share_no_algorithm_code_with_the_run(monkeypatch):
+    import torch
+
+    from simulations.scenarios import diloco as dl
+
+    p = dl.Params(world_size=2, inner_steps=2, outer_steps=2, width=8)
+    before = dl.reference_diloco(p)["globals"][-1], dl.reference_ddp(p)["weights"]
+
+    def broken(*args, **kwargs):
+        raise AssertionError("the reference called the run's code")
+
+    for name in ("inner_optimizer", "outer_optimizer", "train_step", "_all_reduce_mean", "_split_like"):
+        monkeypatch.setattr(dl, name, broken)
+    after = dl.reference_diloco(p)["globals"][-1], dl.reference_ddp(p)["weights"]
+    assert all(torch.equal(a, b) for a, b in zip(before, after))

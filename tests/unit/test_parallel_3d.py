@@ -43,3 +43,21 @@ def test_validation_names_the_constraint():
     with pytest.raises(ValidationError, match="layers"):
         parallel_3d.Params(dp=1, pp=3, tp=1, layers=4)
     assert parallel_3d.Params(dp=2, pp=2, tp=2).dp == 2
+
+
+def test_reference_shares_no_algorithm_code_with_the_run(monkeypatch):
+    from simulations.scenarios import parallel_3d
+
+    p = parallel_3d.Params(dp=1, pp=2, tp=2, layers=2, hidden=4, microbatches=2)
+    before = parallel_3d.reference(p)
+    monkeypatch.setattr(parallel_3d, "block", lambda *a, **k: (_ for _ in ()).throw(AssertionError("run code")))
+    assert parallel_3d.reference(p)["loss"] == before["loss"]
+
+
+def test_mesh_coordinates_put_tp_peers_on_neighbouring_ranks():
+    from simulations.scenarios import parallel_3d
+
+    p = parallel_3d.Params(dp=2, pp=2, tp=2)
+    coords = [parallel_3d.mesh_coordinate(r, p) for r in range(8)]
+    assert coords[:4] == [(0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1)]
+    assert sorted(coords) == coords  # tp fastest, then pp, then dp

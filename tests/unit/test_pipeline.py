@@ -47,6 +47,9 @@ def test_gpipe_holds_all_microbatches_1f1b_at_most_p(run_scenario):
     one_f_one_b = run_scenario("pipeline", schedule="1f1b", stages=p, microbatches=m).summary.figures
     assert gpipe["peak_in_flight"] == [m] * p
     assert one_f_one_b["peak_in_flight"] == [p - r for r in range(p)]
+    at_m_equals_p = run_scenario("pipeline", schedule="1f1b", stages=p, microbatches=p)
+    assert at_m_equals_p.summary.figures["peak_in_flight"] == [p - r for r in range(p)]  # not GPipe's [p] * p
+    assert _checks(at_m_equals_p)["peak in-flight micro-batches per rank"].expected == [p - r for r in range(p)]
     # Measured bytes follow the counts: rank 0 holds m micro-batches' activations vs p.
     assert gpipe["peak_in_flight_bytes"][0] == one_f_one_b["peak_in_flight_bytes"][0] * m // p
 

@@ -52,6 +52,9 @@ def test_zigzag_balances_causal_work(run_scenario):
     figures = run.summary.figures
     assert len(set(figures["scores_computed_per_rank"])) == 1
     assert figures["work_imbalance"] == 1.0
+    checks = {c.name: c for c in run.summary.checks}
+    assert checks["work per rank and step = the layout's tile count (zig-zag: equal on every rank)"].passed
+    assert checks["backward K/V bytes per rank = (N−1)·(K+V block bytes)"].passed
     # Every step after the first does exactly half of a block's tiles on every rank.
     for frame in (f for f in run.frames if f.phase == "forward_step" and f.extra["step"] > 0):
         for state in frame.ranks:

@@ -47,3 +47,19 @@ def test_validation_errors_name_the_bound():
         tensor_parallel.Params(tp=3, heads=8)
     with pytest.raises(ValidationError, match="seq_len"):
         tensor_parallel.Params(tp=4, seq_len=6, sequence_parallel=True)
+
+
+def test_reference_shares_no_algorithm_code_with_the_run(monkeypatch):
+    """Break every function the run computes with: the reference's answer must not change."""
+    import torch
+
+    p = tensor_parallel.Params(tp=2, hidden=8, heads=2, seq_len=4)
+    before = tensor_parallel.reference(p)
+
+    def broken(*args, **kwargs):
+        raise AssertionError("the reference called the run's code")
+
+    for name in ("attend", "block_forward", "enter_tp", "leave_tp", "take_shard"):
+        monkeypatch.setattr(tensor_parallel, name, broken)
+    after = tensor_parallel.reference(p)
+    assert torch.equal(before["out"], after["out"]) and before["loss"] == after["loss"]

@@ -62,6 +62,7 @@ def test_stage3_gathers_before_use_and_frees_after(run_scenario):
             assert all(t.op == "reduce_scatter" for t in frame.transfers)
             # reduce-scatter takes the whole gradient: N times the shard that was all-gathered
             assert frame.transfers[0].bytes == n * shard_bytes[frame.extra["unit"]]
+    assert checks_of(run)["gathered parameters held only while a unit runs"].passed  # every frame, every rank
     # The shards each rank holds are labelled (r, N).
     setup = run.frames[0]
     assert {t.shard for t in setup.ranks[1].tensors if t.role == "parameters"} == {(1, n)}
