@@ -28,7 +28,9 @@ export function render(svg, { frames, index, size, summary }) {
   const d3 = window.d3;
   const { width: W, height: H } = size;
   const ranks = memoryAt(frames, index);
-  const roles = Array.from(new Set(frames.flatMap((f) => f.ranks.flatMap((r) => Object.keys(r.memory)))));
+  // The roles this run ever held bytes in (a stage without gathered buffers shows no such role).
+  const roles = Array.from(new Set(frames.flatMap((f) => f.ranks.flatMap((r) => Object.keys(r.memory)
+    .filter((role) => r.memory[role] > 0)))));
   if (!roles.length) return;
   const hasHost = frames.some((f) => f.ranks.some((r) => sum(r.extra?.host_memory) > 0));
   const stage = frames[0]?.extra?.stage;

@@ -140,16 +140,38 @@ export function render(svg, { frame, meta, size }) {
       .text(fit(label, span > 1 ? W : boxW + gap, SMALL + 1));
   });
 
-  // Collectives, seen from each rank: the op and its bytes under the rank's box.
+  // Collectives: an op every rank joined is drawn as one, arrows from each rank to a shared bar
+  // and back (the data meets and returns), labelled once; otherwise a label under each rank.
   if (!p2p.length) {
-    for (const [rank, ops] of collectives) {
-      ops.forEach(([op, total], i) => {
-        const yy = baseY + i * 2 * LINE;
-        arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
-          .attr('y', yy + SMALL).attr('text-anchor', 'middle').text(fit(op, boxW, SMALL + 1));
-        arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
-          .attr('y', yy + SMALL + LINE).attr('text-anchor', 'middle').text(bytes(total));
-      });
+    const byOp = d3.group(collectives.flatMap(([rank, ops]) => ops.map(([op, total]) => ({ rank, op, total }))), (c) => c.op);
+    let row = 0;
+    for (const [op, members] of byOp) {
+      const yy = baseY + row * 2 * LINE;
+      row += 1;
+      const ranksIn = members.map((m) => m.rank).sort((a, b) => a - b);
+      const same = new Set(members.map((m) => m.total)).size === 1;
+      if (ranksIn.length > 1 && same) {
+        const barY = yy + 14;
+        const xs = ranksIn.map((r) => x(r) + boxW / 2);
+        arrows.append('line').attr('class', 'collective-bar').attr('x1', xs[0]).attr('x2', xs[xs.length - 1])
+          .attr('y1', barY).attr('y2', barY).attr('stroke', 'var(--accent-strong)').attr('stroke-width', 3);
+        for (const cx of xs) {
+          arrows.append('path').attr('class', 'transfer').attr('data-at', frame.index)
+            .attr('d', `M${cx - 6},${boxH + 8} L${cx - 6},${barY - 3}`).attr('marker-end', 'url(#sim-arrow)');
+          arrows.append('path').attr('class', 'transfer').attr('data-at', frame.index)
+            .attr('d', `M${cx + 6},${barY - 3} L${cx + 6},${boxH + 8}`).attr('marker-end', 'url(#sim-arrow)');
+        }
+        arrows.append('text').attr('class', 'collective-label').attr('x', (xs[0] + xs[xs.length - 1]) / 2)
+          .attr('y', barY + SMALL + 8).attr('text-anchor', 'middle')
+          .text(`${op}: ${bytes(members[0].total)} from each rank`);
+      } else {
+        for (const { rank, total } of members) {
+          arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
+            .attr('y', yy + SMALL).attr('text-anchor', 'middle').text(fit(op, boxW, SMALL + 1));
+          arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
+            .attr('y', yy + SMALL + LINE).attr('text-anchor', 'middle').text(bytes(total));
+        }
+      }
     }
   }
   svg.attr('data-ranks', n).attr('data-transfers', frame.transfers.length);

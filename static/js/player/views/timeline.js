@@ -6,7 +6,7 @@
 import { ms } from '../format.js';
 import { fit, textWidth } from './layout.js';
 
-const AXIS = 34;
+const AXIS = 58; // the time axis, and the legend under it
 const LABEL = 18;
 
 export function render(svg, { frames, index, meta, size }) {
@@ -28,23 +28,39 @@ export function render(svg, { frames, index, meta, size }) {
   svg.append('g').selectAll('line').data(d3.range(n + 1)).join('line')
     .attr('class', 'lane-rule').attr('x1', left).attr('x2', W - 14).attr('y1', y).attr('y2', y);
 
+  // A recompute (activation checkpointing) is compute too, but the point of its slide: its own colour.
+  const kindOf = (s) => (s.name === 'recompute' ? 'recompute' : s.kind);
   const spans = svg.append('g').selectAll('g').data(shown).join('g')
-    .attr('class', (s) => `span span-${s.kind}${s.frame === index ? ' current' : ''}`);
+    .attr('class', (s) => `span span-${kindOf(s)}${s.frame === index ? ' current' : ''}`);
   // Nested spans (a comm inside backward) are drawn thinner on top of their parent.
   spans.append('rect').attr('data-key', (s) => s.key)
     .attr('x', (s) => x(s.start)).attr('width', (s) => Math.max(1.5, x(s.end) - x(s.start)))
-    .attr('y', (s) => y(s.rank) + (s.kind === 'comm' ? lane * 0.45 : lane * 0.12))
-    .attr('height', (s) => (s.kind === 'comm' ? lane * 0.42 : lane * 0.76))
+    .attr('y', (s) => y(s.rank) + (s.kind === 'comm' || kindOf(s) === 'recompute' ? lane * 0.45 : lane * 0.12))
+    .attr('height', (s) => (s.kind === 'comm' || kindOf(s) === 'recompute' ? lane * 0.42 : lane * 0.76))
     .append('title').text((s) => `${s.name}: ${ms(s.end - s.start)}${s.args?.bytes ? `, ${s.args.bytes} B` : ''}`);
   if (lane * 0.76 >= LABEL + 4) {
-    spans.filter((s) => s.kind !== 'comm' && x(s.end) - x(s.start) > textWidth('forward', LABEL) + 8).append('text')
+    spans.filter((s) => s.kind === 'compute' && kindOf(s) !== 'recompute'
+      && x(s.end) - x(s.start) > textWidth('forward', LABEL) + 8).append('text')
       .attr('class', 'span-label').attr('x', (s) => x(s.start) + 4)
       .attr('y', (s) => y(s.rank) + lane * 0.12 + Math.min(lane * 0.76, LABEL + 8) / 2 + LABEL * 0.35)
       .text((s) => fit(s.name, x(s.end) - x(s.start) - 8, LABEL));
   }
 
+  // What the colours mean, for the kinds this run has.
+  const kinds = new Set(all.map(kindOf));
+  const legend = [['compute', 'compute'], ['recompute', 'recompute'], ['comm', 'communication'], ['idle', 'idle']]
+    .filter(([k]) => kinds.has(k));
+  let lx = W - 14;
+  for (const [k, text] of legend.reverse()) {
+    lx -= textWidth(text, LABEL) + 30;
+    const g = svg.append('g').attr('class', `span span-${k} current legend`).attr('transform', `translate(${lx},${H - 8})`);
+    g.append('rect').attr('y', -14).attr('width', 16).attr('height', 16);
+    g.append('text').attr('class', 'legend-label').attr('x', 22).attr('y', 0).text(text);
+  }
+
   const ticks = Math.max(2, Math.floor((W - left) / 110));
   const axis = d3.axisBottom(x).ticks(ticks).tickFormat((t) => ms(t));
   svg.append('g').attr('class', 'axis').attr('transform', `translate(0,${H - AXIS + 4})`).call(axis);
+  svg.selectAll('.legend text').style('fill', null);
   svg.attr('data-spans', shown.length);
 }
