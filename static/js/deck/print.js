@@ -122,6 +122,9 @@ export async function printLiveSlides(reveal, { concurrency = 2 } = {}) {
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
+  // A slide's own script that measures runs for a figure (pp-bubble-plot) marks itself busy.
+  await sleep(500);
+  await until(() => !document.querySelector('.reveal [data-busy]'), 300_000, 200);
   reveal.layout();
   document.documentElement.classList.add('print-ready');
 }
