@@ -110,7 +110,7 @@ def _error_page(request: Request, status_code: int, heading: str, message: str) 
     return HTMLResponse(html, status_code=status_code)
 
 
-@router.get("/embed/{name}", response_class=HTMLResponse, summary="One live simulation as an embeddable widget")
+@router.api_route("/embed/{name}", methods=["GET", "HEAD"], response_class=HTMLResponse, summary="One live simulation as an embeddable widget")
 def embed_widget(name: str, request: Request) -> HTMLResponse:
     try:
         scenario = scenarios.get(name)

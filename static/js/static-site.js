@@ -2,9 +2,9 @@
  * A static export has no server. Loaded first on its pages (in the head, before any slide's own
  * script), this answers the API calls that slides' scripts make with fetch, from what
  * `distdeck export` saved: the scenario catalog, and the recorded runs replayed as the
- * Server-Sent Events text the server would have sent. Anything else under /api/ (the memory
- * calculator, a run that was not recorded) gets a 503 that says it needs the live server,
- * without a request leaving the page.
+ * Server-Sent Events text the server would have sent. Anything else under /api/ (a run that was
+ * not recorded) gets a 503 that says it needs the live server, without a request leaving the
+ * page. (The memory calculator computes in the page and asks nothing.)
  *
  * A widget page (embed/<scenario>/) also takes its parameters from the query string, as the
  * server's /embed/<scenario>?... does: embed/ddp/?world_size=2&controls=world_size.
@@ -51,7 +51,7 @@ async function answer(path, query) {
     }
   }
   // Shaped like a 422's detail, so widgets that name the failing field show the sentence.
-  return json({ detail: [{ loc: ['query', 'server'], msg: 'not in this static copy: run `make run` for the live server' }] }, 503);
+  return json({ detail: [{ loc: ['query', 'server'], msg: 'this needs the live server; this copy of the deck has recorded runs only' }] }, 503);
 }
 
 window.fetch = async (input, init) => {

@@ -23,6 +23,9 @@ if (printing) {
 }
 const reducedMotion = a11y.prefersReducedMotion();
 
+if (config.widget) embed.chooseWidgetViews(); // before the player mounts (the next module script)
+const size = config.widget ? embed.widgetSize() : { width: 1280, height: 720 };
+
 typeset();
 if (printing) stepsToFragments();
 embed.guardRevealPostMessage();
@@ -31,9 +34,8 @@ steps.attach(Reveal);
 if (printing) Reveal.on('pdf-ready', () => printLiveSlides(Reveal));
 
 await Reveal.initialize({
-  width: 1280,
-  height: 720,
-  margin: 0.04,
+  ...size,
+  margin: config.widget ? 0 : 0.04,
   hash: false, // location.js owns the hash: #/<slide-id>/<step>
   respondToHashChanges: false,
   history: false,
@@ -65,6 +67,7 @@ await Reveal.initialize({
   plugins: [RevealNotes, speaker.plugin],
 });
 
+if (config.widget) window.addEventListener('resize', () => Reveal.configure(embed.widgetSize()));
 input.start(Reveal);
 a11y.start();
 topbar.start();

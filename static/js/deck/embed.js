@@ -62,6 +62,32 @@ export function startMessageApi(allowedOrigins) {
   });
 }
 
+/**
+ * A widget page is drawn at the size of its frame (reveal's scale 1) up to 1280 × 720, so that
+ * text set in pixels stays that size in a blog's 640 × 360 iframe; above that it scales up.
+ */
+export function widgetSize() {
+  const width = Math.max(320, window.innerWidth);
+  const height = Math.max(200, window.innerHeight);
+  if (width >= 1280 && height >= 720) return { width: 1280, height: 720 };
+  return { width, height };
+}
+
+/**
+ * How many views a widget shows side by side: one per 400 px of frame width (a view narrower
+ * than that cannot keep its labels readable), one in a frame under 300 px tall. Run before the
+ * player mounts (it reads data-views once).
+ */
+export function chooseWidgetViews(root = document) {
+  const sim = root.querySelector('.widget-slide .live-sim');
+  if (!sim) return;
+  let views;
+  try { views = JSON.parse(sim.dataset.views || '[]'); } catch { return; }
+  if (!Array.isArray(views) || views.length <= 1) return;
+  const fit = window.innerHeight < 300 ? 1 : Math.max(1, Math.floor(window.innerWidth / 400));
+  if (views.length > fit) sim.dataset.views = JSON.stringify(views.slice(0, fit));
+}
+
 export function hasKeyboard() {
   return document.hasFocus();
 }

@@ -41,7 +41,6 @@ export function preferEndStates() {
   };
 }
 
-const frame = () => new Promise((resolve) => window.requestAnimationFrame(() => resolve()));
 const sleep = (ms) => new Promise((resolve) => window.setTimeout(resolve, ms));
 
 async function until(test, timeoutMs, everyMs = 50) {
@@ -83,11 +82,14 @@ async function pagesFor(page, slide) {
   await until(() => !stepper?.pending, 180_000, 100);
   if (!stepper) return;
   const copies = [];
+  const drawn = () => sims.every((sim) => Array.from(sim.querySelectorAll('.sim-view')).some((v) => v.childElementCount));
   for (let k = 0; k < stepper.count; k += 1) {
     stepper.go(k);
-    await frame();
-    await until(() => !sims.some(animating), 3_000);
-    await frame();
+    // The player draws once its view modules are loaded (the first step), then at once: end
+    // states only in print (preferEndStates), so a settled frame is a task away.
+    await sleep(0);
+    if (k === 0) await until(drawn, 5_000, 20);
+    await until(() => !sims.some(animating), 3_000, 20);
     const copy = page.cloneNode(true);
     copyControlValues(page, copy);
     copy.classList.add('pdf-step-page');
@@ -120,6 +122,9 @@ export async function printLiveSlides(reveal, { concurrency = 2 } = {}) {
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
+  // A slide's own script that measures runs for a figure (pp-bubble-plot) marks itself busy.
+  await sleep(500);
+  await until(() => !document.querySelector('.reveal [data-busy]'), 300_000, 200);
   reveal.layout();
   document.documentElement.classList.add('print-ready');
 }

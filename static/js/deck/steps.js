@@ -175,4 +175,4 @@ export function attach(revealInstance) {
   });
 }
 
-window.distdeck = Object.assign(window.distdeck || {}, { registerStepper, stepsChanged });
+window.distdeck = Object.assign(window.distdeck || {}, { registerStepper, stepsChanged, stepperOf });

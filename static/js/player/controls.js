@@ -42,6 +42,10 @@ export function buildControls(container, schema, names, values, onChange, { choi
         }
         input.append(el);
       }
+      if (recorded && !field.enum) { // a number: say that the others exist, on the live server
+        input.append(Object.assign(document.createElement('option'), { disabled: true, textContent: 'others: live server only' }));
+        label.title = `${label.title}. This copy recorded ${recorded.join(', ')}; other values need the live server.`;
+      }
       input.value = values[name];
     } else if (field.type === 'boolean') {
       input = document.createElement('input');

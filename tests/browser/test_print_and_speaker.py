@@ -1,0 +1,109 @@
+"""Print what the audience saw, and a speaker window that follows the steps.
+
+Print: the static copy's ?print-pdf (recorded runs, as a static host prints them) has, for every
+live slide, one page per step of its player, each with the frame drawn; no live slide is blank.
+Speaker view (S): a step made in the main window moves the speaker window's current preview to
+that step and its upcoming preview to the next one; a step made in the speaker window moves
+the main window; the notes name the step and the run's caption."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.browser.sites import sites, stop_all
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def site(pool):
+    yield sites(pool)
+    stop_all()
+
+
+PRINTED = """() => {
+  const pages = Array.from(document.querySelectorAll('.pdf-page')).filter((p) => !p.classList.contains('pdf-live-source'));
+  const live = {};
+  for (const page of pages) {
+    const slide = page.querySelector('section');
+    if (!slide || !slide.querySelector('.live-sim')) continue;
+    const views = Array.from(page.querySelectorAll('.sim-view'));
+    const entry = (live[slide.id] ??= { pages: 0, drawn: 0, pictures: new Set(), steps: 0 });
+    entry.pages += 1;
+    if (views.some((v) => v.querySelectorAll('rect, text, path, circle, line').length > 0)) entry.drawn += 1;
+    entry.pictures.add(views.map((v) => v.innerHTML).join('|'));
+  }
+  for (const player of window.distdeck.players) {
+    if (live[player.slide.id]) live[player.slide.id].steps = window.distdeck.stepperOf(player.slide).count;
+  }
+  for (const entry of Object.values(live)) entry.pictures = entry.pictures.size;
+  return { live, players: new Set(window.distdeck.players.map((p) => p.slide.id)).size,
+           blank: pages.filter((p) => !p.querySelector('section')?.textContent.trim()).length };
+}"""
+
+
+def test_print_view_has_a_page_per_step_of_every_live_slide(page, site):
+    page.goto(f"{site.export_url}index.html?print-pdf")
+    page.wait_for_selector("html.print-ready", state="attached", timeout=1_200_000)
+    printed = page.evaluate(PRINTED)
+    live = printed["live"]
+    assert len(live) == printed["players"] >= 30, printed
+    for slide, entry in live.items():
+        assert entry["pages"] == entry["steps"], (slide, entry)
+        assert entry["drawn"] == entry["pages"], (slide, entry)  # every page shows a drawn frame
+        if entry["steps"] > 1:
+            assert entry["pictures"] > 1, (slide, entry)  # the pages follow the run, not one frame repeated
+    assert printed["blank"] == 0
+    # The measured points of the bubble plot are in too.
+    assert page.locator(".pdf-page #pp-bubble-svg .pp-points circle").count() >= 10
+
+
+def test_speaker_window_follows_steps_both_ways(page, site):
+    page.goto(f"{site.server_url}/#/ddp-live/0")
+    page.wait_for_selector("html.deck-ready")
+    page.wait_for_function("() => window.distdeck.position().stepCount >= 6 && !window.distdeck.position().pending",
+                           timeout=120_000)
+    page.locator("#deck").focus()
+    with page.context.expect_page() as opened:
+        page.keyboard.press("s")
+    speaker = opened.value
+    speaker.wait_for_function("() => document.querySelectorAll('#current-slide iframe, #upcoming-slide iframe').length === 2")
+    current = speaker.locator("#current-slide iframe").element_handle().content_frame()
+    upcoming = speaker.locator("#upcoming-slide iframe").element_handle().content_frame()
+    for preview in (current, upcoming):
+        preview.wait_for_selector("html.deck-ready")
+        assert not preview.locator(".topbar").is_visible()
+
+    def at(frame) -> tuple[str, int]:
+        return tuple(frame.evaluate("() => { const p = window.distdeck.position(); return [p.id, p.wantedStep ?? p.step]; }"))
+
+    def settle(expected_main: int) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if (at(page), at(current), at(upcoming)) == (("ddp-live", expected_main), ("ddp-live", expected_main),
+                                                         ("ddp-live", expected_main + 1)):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"main {at(page)}, current {at(current)}, upcoming {at(upcoming)}; wanted {expected_main}")
+
+    settle(0)
+    page.bring_to_front()
+    page.locator("#deck").focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    settle(3)  # the main window's step reached the speaker window
+    notes = speaker.locator(".speaker-controls-notes .value")
+    caption = page.text_content("#ddp-live .sim-caption").strip()
+    speaker.wait_for_function("(t) => document.querySelector('.speaker-controls-notes .value').innerText.includes(t)",
+                              arg=f"Step 4 of {page.evaluate('() => window.distdeck.position().stepCount')}")
+    assert caption and caption in notes.inner_text()
+
+    speaker.bring_to_front()
+    speaker.keyboard.press("ArrowRight")
+    settle(4)  # a step made in the speaker window reached the main window
+    speaker.keyboard.press("ArrowLeft")
+    speaker.keyboard.press("ArrowLeft")
+    settle(2)
+    speaker.close()
