@@ -63,9 +63,10 @@ def test_answer_a_prediction_and_the_reveal_shows_the_runs_value(page, deck_url)
     letter = "ABCD"[nearest]
     assert box.get_attribute("data-answer") == letter
     answer = box.locator(".predict-answer").text_content()
-    assert f"The run: {measured}" in answer and f"{letter}, {spec['choices'][nearest]['label']}" in answer
+    short = spec["choices"][nearest]["label"].split(",")[0]
+    assert f"The run: {measured} → {letter}, {short}" in answer
     assert ("as predicted" in answer) == (nearest == 1)
-    assert "figures.peak_in_flight.0" in answer  # it says where on the run it read the value
+    assert "summary: figures.peak_in_flight.0" in answer  # it says where on the run it read the value
     assert "predict-correct" in box.locator(".predict-choice").nth(nearest).get_attribute("class")
     # → goes on through the run's frames, ← back to the question.
     page.keyboard.press("ArrowRight")

@@ -157,14 +157,16 @@ class Prediction {
     box.dataset.measured = measured;
     if (answer.index >= 0) this.buttons[answer.index].classList.add('predict-correct');
     if (this.picked !== null && this.picked !== answer.index) this.buttons[this.picked].classList.add('predict-wrong');
+    // The choice's first words ("8" of "8, all of them"): the badge stays one line beside the title.
+    const short = (label) => String(label).split(/[:,(]/)[0].trim();
     const choice = answer.index >= 0
-      ? `${LETTERS[answer.index]}, ${spec.choices[answer.index].label}${answer.exact === false ? ' (the nearest choice)' : ''}`
+      ? `${LETTERS[answer.index]}, ${short(spec.choices[answer.index].label)}${answer.exact === false ? ' (nearest)' : ''}`
       : 'none of the choices (the parameters changed)';
-    const verdict = this.picked === null ? '' : (this.picked === answer.index ? ' ✓ as predicted.' : ` ✗ predicted ${LETTERS[this.picked]}.`);
+    const verdict = this.picked === null ? '' : (this.picked === answer.index ? ' ✓ as predicted' : ` ✗ predicted ${LETTERS[this.picked]}`);
     this.answerEl.replaceChildren(
       Object.assign(document.createElement('strong'), { textContent: `The run: ${measured}` }),
-      document.createTextNode(` → ${choice}.${verdict}`),
-      Object.assign(document.createElement('span'), { className: 'predict-source', textContent: ` Read from the summary: ${source}` }),
+      document.createTextNode(` → ${choice}${verdict}`),
+      Object.assign(document.createElement('span'), { className: 'predict-source', textContent: `summary: ${source}` }),
     );
   }
 }
