@@ -172,7 +172,7 @@ class _Story:
 
     def __init__(self, p: Params, replica: int, shard: int, units: list[Unit]):
         self.p, self.shard, self.units = p, shard, units
-        # The mesh view draws dp × pp × tp: replicas are its columns (nodes), shards the ranks inside a node.
+        # Mesh coordinates as parallel_3d's (dp × pp × tp): replicas are the nodes, shards the ranks inside one.
         self.extra = {"mesh": {"dp": p.replicas, "pp": 1, "tp": p.shards}, "dims": {"replicate": p.replicas,
                                                                                     "shard": p.shards}}
         self.rank_extra = {"coord": {"dp": replica, "pp": 0, "tp": shard}, "replica": replica, "shard": shard}
@@ -304,7 +304,7 @@ SCENARIO = Scenario(
     params=Params,
     run=run,
     summarize=summarize,
-    views=["mesh", "timeline", "ranks"],
+    views=["ranks", "timeline"],
     world_size=lambda p: p.replicas * p.shards,
     controls=["replicas", "shards", "width"],
 )
