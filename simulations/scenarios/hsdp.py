@@ -176,6 +176,7 @@ class _Story:
         self.extra = {"mesh": {"dp": p.replicas, "pp": 1, "tp": p.shards}, "dims": {"replicate": p.replicas,
                                                                                     "shard": p.shards}}
         self.rank_extra = {"coord": {"dp": replica, "pp": 0, "tp": shard}, "replica": replica, "shard": shard}
+        self.where = f"replica {replica} · shard {shard}"
 
     def frame(self, phase: str, caption: str, unit: Unit | None = None, grad: torch.Tensor | None = None) -> None:
         tensors = [tensor_view(f"unit{u.index}.param", "parameters", u.shard, shard=(self.shard, self.p.shards))
@@ -184,7 +185,7 @@ class _Story:
             tensors.append(tensor_view(f"unit{unit.index}.gathered", "gathered", unit.full.detach()))
         if grad is not None:
             tensors.append(tensor_view(f"unit{unit.index}.grad", "gradients", grad, shard=(self.shard, self.p.shards)))
-        trace.frame(phase, caption, tensors=tensors, status=phase.replace("_", "-"),
+        trace.frame(phase, caption, tensors=tensors, status=self.where,
                     extra={**self.extra, "unit": None if unit is None else unit.index}, rank_extra=self.rank_extra,
                     memory={"parameters": [u.shard for u in self.units],
                             "gathered": [u.full for u in self.units if u.full.untyped_storage().nbytes()]})

@@ -106,8 +106,10 @@ def run(ctx: RankContext, p: Params) -> dict:
         out, grads = ulysses(ctx, p, q, k, v, d_out, story)
     else:
         out, grads = all_gather_kv(ctx, p, q, k, v, d_out, story)
-    trace.frame("done", "Done: every rank holds the output and dQ, dK, dV of its own tokens, all heads, "
-                "as full attention in one process would give them (see the checks)", extra=story.extra)
+    story.frame("done", "Done: every rank holds the output and dQ, dK, dV of its own tokens, all heads, "
+                "as full attention in one process would give them (see the checks)",
+                [("O", "activations", out, story.mine)]
+                + [(f"d{name}", "gradients", g, story.mine) for name, g in zip("QKV", grads)])
     return {"out": out.detach().cpu(), "dq": grads[0].cpu(), "dk": grads[1].cpu(), "dv": grads[2].cpu()}
 
 
