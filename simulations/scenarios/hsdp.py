@@ -255,7 +255,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     ops = {dim: set() for dim in DIMS}
     for f in frames:
         for tr in f.transfers:
-            sent[tr.group][tr.src] += WIRE[tr.op](tr.bytes, size[tr.group]) / p.steps
+            sent[tr.group][tr.src] += formulas.collective_sent_bytes(tr.op, tr.bytes, size[tr.group]) / p.steps
             ops[tr.group].add(tr.op)
     formula = formulas.hsdp_bytes(padded * 4, p.shards, p.replicas)
     ddp = formulas.ring_all_reduce_bytes(padded * 4, world)  # plain DDP over every rank, for comparison
@@ -289,11 +289,6 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
         "max_abs_diff": {"grads": grad_diff, "params": param_diff, "fsdp2": fsdp2},
         "frames": len(frames),
     })
-
-
-WIRE = {"all_gather": lambda b, n: formulas.all_gather_bytes(b * n, n),  # b is this rank's shard
-        "reduce_scatter": formulas.all_gather_bytes,  # b is the whole buffer
-        "all_reduce": formulas.ring_all_reduce_bytes}
 
 
 SCENARIO = Scenario(

@@ -216,7 +216,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     for f in frames:
         direction = "backward" if f.phase in BACKWARD_PHASES else "forward"
         for tr in f.transfers:
-            wire[direction][tr.src] += WIRE[tr.op](tr.bytes, n)
+            wire[direction][tr.src] += formulas.collective_sent_bytes(tr.op, tr.bytes, n)
             buffers.setdefault(tr.op, [0] * n)[tr.src] += tr.bytes
     method = p.method
     formula = formulas.context_parallel_bytes(method, p.seq_len, p.heads, p.head_dim, n)
@@ -254,11 +254,6 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
         "collective_buffers_per_rank": buffers,
         "max_abs_diff": diffs, "tolerance": tolerances, "frames": len(frames),
     })
-
-
-WIRE = {"all_to_all": formulas.all_to_all_bytes,  # b is the rank's whole buffer; its own block stays
-        "all_gather": lambda b, n: formulas.all_gather_bytes(b * n, n),  # b is the rank's shard
-        "reduce_scatter": formulas.all_gather_bytes}  # b is the whole buffer
 
 
 SCENARIO = Scenario(
