@@ -179,6 +179,21 @@ def all_to_all_bytes(size: float, ranks: int) -> float:
     return (ranks - 1) / ranks * size
 
 
+
+def collective_sent_bytes(op: str, buffer: float, ranks: int) -> float:
+    """Bytes a rank sends in collective `op` of `ranks` ranks, from the buffer it hands the op (the bytes
+    simulations.comm records): a reduce-scatter's or all-to-all's whole input, an all-gather's shard, an
+    all-reduce's tensor; a ring algorithm for the reductions (REFERENCE.md, "Communication")."""
+    if op == "all_gather":
+        return all_gather_bytes(buffer * ranks, ranks)
+    if op == "reduce_scatter":
+        return all_gather_bytes(buffer, ranks)
+    if op == "all_to_all":
+        return all_to_all_bytes(buffer, ranks)
+    if op == "all_reduce":
+        return ring_all_reduce_bytes(buffer, ranks)
+    raise ValueError(f"no formula for collective {op!r}")
+
 ContextParallel = Literal["ring", "all_gather_kv", "all_to_all"]
 
 

@@ -172,10 +172,11 @@ class _Story:
 
     def __init__(self, p: Params, replica: int, shard: int, units: list[Unit]):
         self.p, self.shard, self.units = p, shard, units
-        # The mesh view draws dp × pp × tp: replicas are its columns (nodes), shards the ranks inside a node.
+        # Mesh coordinates as parallel_3d's (dp × pp × tp): replicas are the nodes, shards the ranks inside one.
         self.extra = {"mesh": {"dp": p.replicas, "pp": 1, "tp": p.shards}, "dims": {"replicate": p.replicas,
                                                                                     "shard": p.shards}}
         self.rank_extra = {"coord": {"dp": replica, "pp": 0, "tp": shard}, "replica": replica, "shard": shard}
+        self.where = f"replica {replica} · shard {shard}"
 
     def frame(self, phase: str, caption: str, unit: Unit | None = None, grad: torch.Tensor | None = None) -> None:
         tensors = [tensor_view(f"unit{u.index}.param", "parameters", u.shard, shard=(self.shard, self.p.shards))
@@ -184,7 +185,7 @@ class _Story:
             tensors.append(tensor_view(f"unit{unit.index}.gathered", "gathered", unit.full.detach()))
         if grad is not None:
             tensors.append(tensor_view(f"unit{unit.index}.grad", "gradients", grad, shard=(self.shard, self.p.shards)))
-        trace.frame(phase, caption, tensors=tensors, status=phase.replace("_", "-"),
+        trace.frame(phase, caption, tensors=tensors, status=self.where,
                     extra={**self.extra, "unit": None if unit is None else unit.index}, rank_extra=self.rank_extra,
                     memory={"parameters": [u.shard for u in self.units],
                             "gathered": [u.full for u in self.units if u.full.untyped_storage().nbytes()]})
@@ -254,7 +255,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     ops = {dim: set() for dim in DIMS}
     for f in frames:
         for tr in f.transfers:
-            sent[tr.group][tr.src] += WIRE[tr.op](tr.bytes, size[tr.group]) / p.steps
+            sent[tr.group][tr.src] += formulas.collective_sent_bytes(tr.op, tr.bytes, size[tr.group]) / p.steps
             ops[tr.group].add(tr.op)
     formula = formulas.hsdp_bytes(padded * 4, p.shards, p.replicas)
     ddp = formulas.ring_all_reduce_bytes(padded * 4, world)  # plain DDP over every rank, for comparison
@@ -290,11 +291,6 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     })
 
 
-WIRE = {"all_gather": lambda b, n: formulas.all_gather_bytes(b * n, n),  # b is this rank's shard
-        "reduce_scatter": formulas.all_gather_bytes,  # b is the whole buffer
-        "all_reduce": formulas.ring_all_reduce_bytes}
-
-
 SCENARIO = Scenario(
     name="hsdp",
     title="HSDP: shard inside a group, replicate across groups",
@@ -304,7 +300,7 @@ SCENARIO = Scenario(
     params=Params,
     run=run,
     summarize=summarize,
-    views=["mesh", "timeline", "ranks"],
+    views=["ranks", "timeline"],
     world_size=lambda p: p.replicas * p.shards,
     controls=["replicas", "shards", "width"],
 )

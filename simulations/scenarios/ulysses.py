@@ -21,6 +21,7 @@ chunks; here contiguous). Its bytes per rank, like the ring's, do not shrink wit
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Literal
 
 import torch
@@ -89,6 +90,9 @@ def heads_to_seq(y: torch.Tensor, n: int, group) -> torch.Tensor:
 
 def run(ctx: RankContext, p: Params) -> dict:
     n, rank = ctx.world_size, ctx.rank
+    cp = comm.subgroup(range(n), ctx.group, tag="cp")  # the context-parallel group, labelled on its transfers
+    comm.name_group(cp, "cp")
+    ctx = replace(ctx, group=cp)
     t = p.seq_len // n
     inputs = make_inputs(p)
     q, k, v, d_out = (inputs[name].chunk(n, dim=1)[rank].contiguous().to(ctx.device)
@@ -102,8 +106,10 @@ def run(ctx: RankContext, p: Params) -> dict:
         out, grads = ulysses(ctx, p, q, k, v, d_out, story)
     else:
         out, grads = all_gather_kv(ctx, p, q, k, v, d_out, story)
-    trace.frame("done", "Done: every rank holds the output and dQ, dK, dV of its own tokens, all heads, "
-                "as full attention in one process would give them (see the checks)", extra=story.extra)
+    story.frame("done", "Done: every rank holds the output and dQ, dK, dV of its own tokens, all heads, "
+                "as full attention in one process would give them (see the checks)",
+                [("O", "activations", out, story.mine)]
+                + [(f"d{name}", "gradients", g, story.mine) for name, g in zip("QKV", grads)])
     return {"out": out.detach().cpu(), "dq": grads[0].cpu(), "dk": grads[1].cpu(), "dv": grads[2].cpu()}
 
 
@@ -111,8 +117,8 @@ def ulysses(ctx: RankContext, p: Params, q, k, v, d_out, story: _Story):
     n, group = ctx.world_size, ctx.group
     qkv = seq_to_heads(torch.stack([q, k, v]), n, group).requires_grad_()  # one all-to-all for Q, K, V
     story.frame("qkv_to_heads", f"All-to-all: rank {ctx.rank} sends each rank the heads it will own and "
-                f"receives, from every rank, their tokens of heads {story.heads_text}: now all "
-                f"{p.seq_len} tokens, {p.heads // n} head(s)",
+                f"receives, from every rank, their tokens of head{story.heads_text}: now all "
+                f"{p.seq_len} tokens, {p.heads // n} head{'s' if p.heads // n > 1 else ''}",
                 [(name, "activations", qkv[i], story.my_heads) for i, name in enumerate("QKV")])
     with trace.span("attention (local)"):
         out_heads = attention(qkv[0], qkv[1], qkv[2], p.causal)
@@ -169,8 +175,8 @@ class _Story:
     def __init__(self, p: Params, rank: int, n: int):
         t, h = p.seq_len // n, p.heads // n
         self.mine = f"tokens {rank * t}–{(rank + 1) * t - 1}, all heads"
-        self.heads_text = f"{rank * h}–{(rank + 1) * h - 1}" if h > 1 else f"{rank * h}"
-        self.my_heads = f"all tokens, head(s) {self.heads_text}"
+        self.heads_text = f"s {rank * h}–{(rank + 1) * h - 1}" if h > 1 else f" {rank * h}"
+        self.my_heads = f"all tokens, head{self.heads_text}"
         self.extra = {"method": p.method, "world_size": n, "seq_len": p.seq_len, "heads": p.heads,
                       "tokens_per_rank": t, "heads_per_rank": h if p.method == "all_to_all" else p.heads}
         self.rank_extra = {"tokens": [rank * t, (rank + 1) * t]}
@@ -210,7 +216,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     for f in frames:
         direction = "backward" if f.phase in BACKWARD_PHASES else "forward"
         for tr in f.transfers:
-            wire[direction][tr.src] += WIRE[tr.op](tr.bytes, n)
+            wire[direction][tr.src] += formulas.collective_sent_bytes(tr.op, tr.bytes, n)
             buffers.setdefault(tr.op, [0] * n)[tr.src] += tr.bytes
     method = p.method
     formula = formulas.context_parallel_bytes(method, p.seq_len, p.heads, p.head_dim, n)
@@ -248,11 +254,6 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
         "collective_buffers_per_rank": buffers,
         "max_abs_diff": diffs, "tolerance": tolerances, "frames": len(frames),
     })
-
-
-WIRE = {"all_to_all": formulas.all_to_all_bytes,  # b is the rank's whole buffer; its own block stays
-        "all_gather": lambda b, n: formulas.all_gather_bytes(b * n, n),  # b is the rank's shard
-        "reduce_scatter": formulas.all_gather_bytes}  # b is the whole buffer
 
 
 SCENARIO = Scenario(

@@ -202,3 +202,26 @@ def test_ring_attention_overlap_needs_blocks_of_flops_over_bandwidth():
     assert 19000 < f.ring_attention_min_block(h100.bf16_dense_flops, f.NETWORK_PER_GPU) < 21000
     # fp32 blocks carry twice the bytes: twice the tokens.
     assert f.ring_attention_min_block(1e12, 1e9, 4) == 2 * f.ring_attention_min_block(1e12, 1e9)
+
+
+def test_collective_sent_bytes_from_the_buffer_handed_to_the_op():
+    from simulations.formulas import collective_sent_bytes
+    assert collective_sent_bytes("all_gather", 100, 4) == 300  # the other three shards
+    assert collective_sent_bytes("reduce_scatter", 400, 4) == 300  # (N−1)/N of the whole
+    assert collective_sent_bytes("all_to_all", 400, 4) == 300  # its own block stays
+    assert collective_sent_bytes("all_reduce", 400, 4) == 600  # ring: reduce-scatter + all-gather
+    with pytest.raises(ValueError, match="no formula for collective 'broadcast'"):
+        collective_sent_bytes("broadcast", 1, 2)
+
+
+def test_context_parallel_and_hsdp_bytes():
+    from simulations.formulas import context_parallel_bytes, hsdp_bytes
+    block = 8 * (64 // 4) * 16 * 4
+    assert context_parallel_bytes("all_to_all", 64, 8, 16, 4) == {
+        "forward": 3 * block, "backward": 3 * block, "total": 6 * block, "block": block}
+    assert context_parallel_bytes("all_gather_kv", 64, 8, 16, 4)["total"] == 2 * 3 * 2 * block
+    assert context_parallel_bytes("ring", 64, 8, 16, 4)["total"] == 3 * 2 * block * 2 + 4 * 2 * block
+    with pytest.raises(ValueError, match=r"seq \(10\) must be divisible by ranks \(4\)"):
+        context_parallel_bytes("ring", 10, 8, 16, 4)
+    assert hsdp_bytes(1200, shards=4, replicas=2) == {"shard": 3 * 900, "replicate": 300}
+    assert hsdp_bytes(1200, shards=1, replicas=4)["shard"] == 0
