@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -212,3 +213,17 @@ def test_accumulation_and_checkpointing_are_taught_once(rendered):
         assert "accumulation section" in rendered[slide]
     assert "set_requires_gradient_sync" in rendered["zero-accumulation"]
     assert "tokens in all" in rendered["accumulation-how"]
+
+
+def test_every_section_with_a_live_slide_asks_a_prediction_first(rendered, deck):
+    for section in deck.sections:
+        html = [rendered[s.id] for s in section.slides]
+        if any('class="live-sim"' in h for h in html):
+            assert any('class="predict"' in h for h in html), f"{section.slug}: no predict-then-run question"
+    for slide_id, html in rendered.items():
+        for spec in re.findall(r"class=\"predict\" data-predict='([^']*)'", html):
+            spec = json.loads(spec.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&"))
+            assert 2 <= len(spec["choices"]) <= 4, slide_id
+            assert set(spec) == {"read", "per", "pick", "format", "choices"}, "the answer is never in the markup"
+            assert spec["read"].startswith("figures."), slide_id
+            assert 'class="live-sim"' in html, f"{slide_id}: a question needs a run to answer it"
