@@ -78,7 +78,10 @@ def deck_page(request: Request) -> HTMLResponse:
                                     receiver="receiver" in request.query_params))
 
 
-@router.api_route("/slides/{slide_id}", methods=["GET", "HEAD"], summary="Redirect to one slide of the deck")
+@router.api_route("/slides/{slide_id}", methods=["GET", "HEAD"], summary="Redirect to one slide of the deck",
+                  status_code=307,
+                  responses={307: {"description": "To the slide in the deck"},
+                             404: {"description": "No slide by that id (an HTML page)", "content": {"text/html": {}}}})
 def slide_link(slide_id: str, request: Request) -> RedirectResponse:
     deck = load_deck(Path(_settings(request).slides_dir).resolve())
     slide = deck.find(slide_id)

@@ -110,7 +110,13 @@ def _error_page(request: Request, status_code: int, heading: str, message: str) 
     return HTMLResponse(html, status_code=status_code)
 
 
-@router.api_route("/embed/{name}", methods=["GET", "HEAD"], response_class=HTMLResponse, summary="One live simulation as an embeddable widget")
+HTML_ERRORS = {404: {"description": "No scenario by that name (an HTML page)", "content": {"text/html": {}}},
+               422: {"description": "Parameters the widget cannot show, or more ranks than the pool has: an HTML "
+                                    "page naming the field and its bound", "content": {"text/html": {}}}}
+
+
+@router.api_route("/embed/{name}", methods=["GET", "HEAD"], response_class=HTMLResponse,
+                  summary="One live simulation as an embeddable widget", responses=HTML_ERRORS)
 def embed_widget(name: str, request: Request) -> HTMLResponse:
     try:
         scenario = scenarios.get(name)

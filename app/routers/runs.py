@@ -26,7 +26,8 @@ def recorded_runs_page(request: Request) -> HTMLResponse:
     return HTMLResponse(env.get_template("runs.html.j2").render(runs=runs, runs_dir=settings.runs_dir))
 
 
-@router.get("/runs/{run_id}", response_class=HTMLResponse, summary="Replay one recorded run in the player")
+@router.get("/runs/{run_id}", response_class=HTMLResponse, summary="Replay one recorded run in the player",
+            responses={404: {"description": "No recorded run by that id (an HTML page)", "content": {"text/html": {}}}})
 def recorded_run_page(run_id: str, request: Request) -> HTMLResponse:
     run = request.app.state.recorded_runs.get(run_id)
     if run is None:

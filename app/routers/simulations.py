@@ -15,6 +15,7 @@ from sse_starlette.sse import EventSourceResponse
 from simulations import scenarios
 from simulations.chrome_trace import chrome_trace
 from simulations.runtime import Overloaded, Run, Simulator
+from simulations.runtime.pool import TOO_LARGE
 from simulations.runtime.runs import TooManyRuns, sse
 
 router = APIRouter(prefix="/api", tags=["simulations"])
@@ -31,6 +32,16 @@ class ScenarioInfo(BaseModel):
     controls: list[str]
     params_schema: dict[str, Any]
     defaults: dict[str, Any]
+
+
+class Problem(BaseModel):
+    detail: str
+
+
+NOT_FOUND = {404: {"model": Problem, "description": "No scenario by that name"}}
+BUSY = {429: {"model": Problem, "description": "This client already has its share of runs waiting or running "
+                                               "(Retry-After)"},
+        503: {"model": Problem, "description": "Too many runs are waiting (Retry-After)"}}
 
 
 class RecordedRunInfo(BaseModel):
@@ -121,23 +132,29 @@ def list_scenarios() -> list[ScenarioInfo]:
     return [_scenario_info(s) for s in scenarios.all_scenarios().values()]
 
 
-@router.get("/simulations/{name}", response_model=ScenarioInfo)
+@router.get("/simulations/{name}", response_model=ScenarioInfo, responses=NOT_FOUND)
 def describe_scenario(name: str) -> ScenarioInfo:
     return _scenario_info(_scenario(name))
 
 
 @router.get("/simulations/{name}/frames", response_class=EventSourceResponse,
-            responses={200: {"description": "text/event-stream: meta, frame*, summary, done | error"}})
+            responses={200: {"description": "text/event-stream: meta, frame*, summary, done | error. "
+                                            "Last-Event-ID: k resumes after frame k."}, **NOT_FOUND, **BUSY})
 def stream_frames(name: str, request: Request) -> EventSourceResponse:
     scenario = _scenario(name)
     return _stream(request, _submit(request, name, _params(scenario, request)))
 
 
-@router.get("/simulations/{name}/trace", responses={200: {"description": "Chrome trace-event JSON (Perfetto)"}})
+@router.get("/simulations/{name}/trace",
+            responses={200: {"description": "Chrome trace-event JSON (Perfetto)"}, **NOT_FOUND, **BUSY,
+                       500: {"model": Problem, "description": "The run failed (a rank died or hung)"}})
 async def trace_json(name: str, request: Request) -> dict:
     scenario = _scenario(name)
     run = _submit(request, name, _params(scenario, request))
     await run.wait()
+    if run.error is not None and run.error.startswith(TOO_LARGE):
+        raise RequestValidationError([{"type": "too_large", "loc": ("query",), "input": run.meta.params,
+                                       "msg": run.error}])
     if run.error is not None:
         raise HTTPException(500, f"the run failed: {run.error}")
     return chrome_trace(run.meta, run.frames)
@@ -151,7 +168,8 @@ def list_recorded_runs(request: Request) -> list[RecordedRunInfo]:
             for run_id, run in request.app.state.recorded_runs.items()]
 
 
-@router.get("/runs/{run_id}/frames", response_class=EventSourceResponse)
+@router.get("/runs/{run_id}/frames", response_class=EventSourceResponse,
+            responses={404: {"model": Problem, "description": "No recorded run by that id"}})
 def replay_recorded_run(run_id: str, request: Request) -> EventSourceResponse:
     run = request.app.state.recorded_runs.get(run_id)
     if run is None:
