@@ -300,6 +300,22 @@ def estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = 
     return _estimate(model, cluster, layout, keep_spans)
 
 
+def trials(model: Model, cluster: Cluster, layout: Layout, sizes: list[int], virtual: list[int],
+           fast: bool = False) -> list[Estimate]:
+    """The layout with each micro-batch size and virtual-stage count that its schedule allows."""
+    per_replica = layout.global_batch // layout.dp(cluster.gpus)
+    out = []
+    for b in sizes:
+        for v in virtual:
+            trial = replace(layout, micro_batch=b, virtual_stages=v)
+            try:
+                check_micro_batches(trial, per_replica // b)
+            except LayoutError:
+                continue
+            out.append(_estimate(model, cluster, trial, False, fast=fast))
+    return out
+
+
 def choose(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = False) -> Estimate:
     """`auto`: try every micro-batch size dividing the per-replica batch and every virtual-stage count;
     keep the fastest that fits in memory (the smallest footprint when none fits)."""
@@ -314,15 +330,7 @@ def choose(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = Fa
         vs = [v for v in range(1, per_stage + 1) if per_stage % v == 0]
     else:
         vs = [1]
-    candidates = []
-    for b in sizes:
-        for v in vs:
-            trial = replace(layout, micro_batch=b, virtual_stages=v)
-            try:
-                check_micro_batches(trial, per_replica // b)
-            except LayoutError:
-                continue
-            candidates.append(_estimate(model, cluster, trial, False))
+    candidates = trials(model, cluster, layout, sizes, vs)
     if not candidates:
         raise LayoutError("micro_batch", "no micro-batch size gives interleaved_1f1b a multiple of pp micro-batches")
     fitting = [e for e in candidates if e.fits]

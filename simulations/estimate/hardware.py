@@ -25,7 +25,7 @@ Assumptions (no published microbenchmark read for them; stated so that they can 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 GB = 10**9
 TFLOP = 10**12
@@ -113,7 +113,3 @@ def cluster(gpu: str = "h100-80gb", gpus: int = 8, gpus_per_node: int | None = N
     per_node = gpus_per_node or kind.gpus_per_node
     egress = node_egress if node_egress is not None else kind.node_egress * per_node / kind.gpus_per_node
     return Cluster(kind, gpus, per_node, egress)
-
-
-def with_gpu(c: Cluster, **changes) -> Cluster:
-    return replace(c, gpu=replace(c.gpu, **changes))
