@@ -20,6 +20,8 @@ from simulations import estimate as est
 
 router = APIRouter(prefix="/api", tags=["estimate"])
 
+MAX_SPANS = 20_000
+
 Auto = Literal["auto"] | Annotated[int, Field(ge=1, le=4096)]
 
 
@@ -47,6 +49,21 @@ class EstimateParams(BaseModel):
     micro_batch: Auto = "auto"
     global_batch: int = Field(1024, ge=1, le=10_000_000)
     recompute: Literal["none", "selective", "full"] = "selective"
+
+
+class EstimateQuery(EstimateParams):
+    timeline: bool = Field(False, description="Also return the step's spans per pipeline rank (at most "
+                                              f"{MAX_SPANS} compute spans, and the DP reduction)")
+
+
+class Span(BaseModel):
+    stream: Literal["compute", "comm"]
+    rank: int = Field(description="Pipeline rank (stage index without virtual stages)")
+    kind: str = Field(description="F, B or W (compute), dp (communication)")
+    stage: int
+    mb: int = Field(description="Micro-batch; -1 for the step's DP reduction")
+    start: float = Field(description="Seconds from the start of the step")
+    end: float
 
 
 class EstimateResult(BaseModel):
@@ -79,6 +96,7 @@ class EstimateResult(BaseModel):
     memory_per_gpu_bytes: dict[str, float] = Field(description="Bytes per GPU by role, and total")
     gpu_memory_bytes: float
     fits: bool
+    timeline: list[Span] | None = None
 
 
 class SearchResult(BaseModel):
@@ -87,7 +105,7 @@ class SearchResult(BaseModel):
 
 def _build(p: EstimateParams, check_layout: bool = True):
     try:
-        return est.build(**p.model_dump(), check_layout=check_layout)
+        return est.build(**p.model_dump(exclude={"timeline"}), check_layout=check_layout)
     except est.LayoutError as exc:
         raise RequestValidationError([{"type": "value_error", "loc": ("query", exc.field), "msg": exc.message,
                                        "input": getattr(p, exc.field, None)}]) from None
@@ -95,9 +113,25 @@ def _build(p: EstimateParams, check_layout: bool = True):
 
 @router.get("/estimate", response_model=EstimateResult,
             summary="Step time, throughput, MFU and memory per GPU of a layout on a modelled cluster")
-def estimate(params: Annotated[EstimateParams, Query()]) -> EstimateResult:
+def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
     model, cluster, layout = _build(params)
-    return EstimateResult(**est.estimate(model, cluster, layout).as_dict())
+    result = est.estimate(model, cluster, layout)
+    timeline = None
+    if params.timeline:
+        actions = layout_actions(result)
+        if actions > MAX_SPANS:
+            raise RequestValidationError([{"type": "value_error", "loc": ("query", "timeline"), "input": True,
+                                           "msg": f"a timeline of {actions} spans is more than {MAX_SPANS}: "
+                                                  "fewer micro-batches or virtual stages"}])
+        result = est.estimate(model, cluster, result.layout, keep_spans=True)
+        timeline = [Span(**span) for span in result.spans]
+    return EstimateResult(**result.as_dict(), timeline=timeline)
+
+
+def layout_actions(e: est.Estimate) -> int:
+    """Compute spans a timeline would hold: F and B (and W) of every micro-batch on every stage."""
+    per = 3 if e.layout.schedule == "zero_bubble" else 2
+    return e.layout.pp * e.layout.virtual_stages * e.micro_batches * per
 
 
 @router.get("/estimate/search", response_model=SearchResult,
