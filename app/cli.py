@@ -153,6 +153,8 @@ def estimate_cmd(
     ffn_hidden: Annotated[int | None, typer.Option(help="FFN hidden size.")] = None,
     vocab: Annotated[int | None, typer.Option(help="Vocabulary size.")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Sequence length in tokens.")] = None,
+    experts: Annotated[int | None, typer.Option(help="FFN experts per layer (mixture of experts).")] = None,
+    top_k: Annotated[int | None, typer.Option(help="Experts each token is routed to.")] = None,
     gpu: Annotated[str, typer.Option(help="a100-80gb, h100-80gb, h200 or b200.")] = "h100-80gb",
     gpus: Annotated[int, typer.Option(help="GPUs in the cluster.")] = 1024,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node (one NVLink domain).")] = 8,
@@ -176,7 +178,8 @@ def estimate_cmd(
     try:
         spec, cluster, layout = est.build(
             model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
-            seq_len=seq_len, gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, ep=ep,
+            seq_len=seq_len, experts=experts, top_k=top_k, gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node,
+            tp=tp, pp=pp, cp=cp, ep=ep,
             zero_stage=zero_stage, schedule=schedule, virtual_stages=virtual_stages, micro_batch=micro_batch,
             global_batch=global_batch, recompute=recompute)
     except est.LayoutError as exc:

@@ -100,8 +100,9 @@ class Hiding:
 
 
 @lru_cache(maxsize=8)
-def hiding(model: str = "llama3-8b", gpus: int = 512, seq_len: int = 2048, sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32),
-           placements: tuple[int, ...] = (8, 1), accumulation: int = 4) -> Hiding:
+def hiding(model: str = "llama3-8b", gpus: int = 512, seq_len: int = 2048,
+           sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32), placements: tuple[int, ...] = (8, 1),
+           accumulation: int = 4) -> Hiding:
     """DDP (ZeRO-0, TP 1) of `model` on `gpus` H100s, 8 to a node (rings over whole nodes, node egress) or
     1 to a node (one NIC each), for micro-batches of `sizes` sequences, `accumulation` per step."""
     tokens = tuple(b * seq_len for b in sizes)

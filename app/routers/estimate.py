@@ -36,6 +36,8 @@ class EstimateParams(BaseModel):
     ffn_hidden: int | None = Field(None, ge=1, le=524288)
     vocab: int | None = Field(None, ge=1, le=1_048_576)
     seq_len: int | None = Field(None, ge=1, le=1_048_576)
+    experts: int | None = Field(None, ge=0, le=1024, description="FFN experts per layer (mixture of experts); 0: dense")
+    top_k: int | None = Field(None, ge=1, le=64, description="Experts each token is routed to")
     gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
     gpus: int = Field(1024, ge=1, le=131072)
     gpus_per_node: int = Field(8, ge=1, le=72)

@@ -418,7 +418,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     compute = (lt.forward + lt.backward_input + lt.backward_weight + lt.recompute) * model.layers / p * m
     mem = memory(model, layout, cluster, b, m, v)
     activation_bytes = tokens * model.hidden * BF16
-    tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m  # 2 forward (+ 2 replayed), 2 backward
+    # 2 forward (+ 2 replayed under full recomputation), 2 backward
+    tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m
     per_op = (2 * formulas.all_gather_bytes(activation_bytes, t) if layout.sequence_parallel
               else formulas.ring_all_reduce_bytes(activation_bytes, t))
     wire = {"dp": wire_bytes(traffic, dp * c), "tp": tp_ops * per_op if t > 1 else 0.0,

@@ -13,7 +13,8 @@ SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", 
 
 def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int | None = None,
           heads: int | None = None, kv_heads: int | None = None, ffn_hidden: int | None = None,
-          vocab: int | None = None, seq_len: int | None = None, gpu: str = "h100-80gb", gpus: int = 1024,
+          vocab: int | None = None, seq_len: int | None = None, experts: int | None = None, top_k: int | None = None,
+          gpu: str = "h100-80gb", gpus: int = 1024,
           gpus_per_node: int = 8, tp: int = 8, pp: int = 1, cp: int = 1, ep: int = 1, zero_stage: int = 1,
           schedule: str = "1f1b", virtual_stages: int | str | None = "auto", micro_batch: int | str | None = "auto",
           global_batch: int = 1024, recompute: str = "selective",
@@ -34,6 +35,11 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
         spec = replace(MODELS[model], **{k: v for k, v in shape.items() if v is not None})
     else:
         raise LayoutError("model", f"must be one of {', '.join([*MODELS, 'custom'])}, got {model!r}")
+    if experts is not None or top_k is not None:  # a mixture of experts: each FFN becomes `experts` FFNs
+        spec = replace(spec, experts=experts if experts is not None else spec.experts,
+                       top_k=top_k if top_k is not None else max(1, spec.top_k))
+        if spec.experts < 0 or spec.top_k < 1 or (spec.experts and spec.top_k > spec.experts):
+            raise LayoutError("top_k", f"must be 1..experts ({spec.experts}), got {spec.top_k}")
     for name in SHAPE_FIELDS:
         if getattr(spec, name) < 1:
             raise LayoutError(name, f"must be ≥ 1, got {getattr(spec, name)}")
