@@ -182,10 +182,10 @@ def estimate_cmd(
             tp=tp, pp=pp, cp=cp, ep=ep,
             zero_stage=zero_stage, schedule=schedule, virtual_stages=virtual_stages, micro_batch=micro_batch,
             global_batch=global_batch, recompute=recompute)
+        result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
         typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)
         raise typer.Exit(2) from None
-    result = est.estimate(spec, cluster, layout).as_dict()
     if json_:
         typer.echo(json.dumps(result, indent=2))
         return

@@ -105,19 +105,26 @@ class SearchResult(BaseModel):
     layouts: list[EstimateResult] = Field(description="Fastest first; empty when no layout fits")
 
 
+def _invalid(p: EstimateParams, exc: est.LayoutError) -> RequestValidationError:
+    return RequestValidationError([{"type": "value_error", "loc": ("query", exc.field), "msg": exc.message,
+                                    "input": getattr(p, exc.field, None)}])
+
+
 def _build(p: EstimateParams, check_layout: bool = True):
     try:
         return est.build(**p.model_dump(exclude={"timeline"}), check_layout=check_layout)
     except est.LayoutError as exc:
-        raise RequestValidationError([{"type": "value_error", "loc": ("query", exc.field), "msg": exc.message,
-                                       "input": getattr(p, exc.field, None)}]) from None
+        raise _invalid(p, exc) from None
 
 
 @router.get("/estimate", response_model=EstimateResult,
             summary="Step time, throughput, MFU and memory per GPU of a layout on a modelled cluster")
 def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
     model, cluster, layout = _build(params)
-    result = est.estimate(model, cluster, layout)
+    try:  # `auto` can still find no micro-batch size the schedule accepts
+        result = est.estimate(model, cluster, layout)
+    except est.LayoutError as exc:
+        raise _invalid(params, exc) from None
     timeline = None
     if params.timeline:
         actions = layout_actions(result)

@@ -72,3 +72,11 @@ def test_timeline_holds_every_forward_and_backward_and_ends_with_the_step(client
     too_many = client.get("/api/estimate", params={"model": "llama3-8b", "gpus": 8192, "tp": 1, "pp": 32,
                                                    "micro_batch": 1, "global_batch": 131072, "timeline": "true"})
     assert too_many.status_code == 422 and too_many.json()["detail"][0]["loc"] == ["query", "timeline"]
+
+
+def test_auto_micro_batch_that_no_schedule_accepts_is_a_422(client):
+    """126 stages interleaved need a multiple of 126 micro-batches: none of the sizes auto tries gives one."""
+    r = client.get("/api/estimate", params={"model": "llama3-405b", "gpus": 16128, "tp": 8, "pp": 126,
+                                            "schedule": "interleaved_1f1b", "global_batch": 9999984})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["query", "micro_batch"]
