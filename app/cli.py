@@ -168,6 +168,9 @@ def estimate_cmd(
     micro_batch: Annotated[str, typer.Option(help="auto or N sequences per micro-batch.")] = "auto",
     global_batch: Annotated[int, typer.Option(help="Sequences per optimizer step.")] = 1024,
     recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "selective",
+    sequence_parallel: Annotated[bool, typer.Option(help="Sequence parallelism with TP.")] = True,
+    flash_attention: Annotated[bool | None, typer.Option(
+        help="Fused attention (default: what the preset's paper ran).", show_default=False)] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
 ) -> None:
     """Estimate one training step on a modelled GPU cluster: time, throughput, MFU, memory per GPU."""
@@ -181,7 +184,8 @@ def estimate_cmd(
             seq_len=seq_len, experts=experts, top_k=top_k, gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node,
             tp=tp, pp=pp, cp=cp, ep=ep,
             zero_stage=zero_stage, schedule=schedule, virtual_stages=virtual_stages, micro_batch=micro_batch,
-            global_batch=global_batch, recompute=recompute)
+            global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
+            flash_attention=flash_attention)
         result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
         typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)

@@ -51,6 +51,8 @@ class EstimateParams(BaseModel):
     micro_batch: Auto = "auto"
     global_batch: int = Field(1024, ge=1, le=10_000_000)
     recompute: Literal["none", "selective", "full"] = "selective"
+    sequence_parallel: bool = Field(True, description="Sequence parallelism with TP (Korthikanti et al.)")
+    flash_attention: bool | None = Field(None, description="Fused attention; default: what the preset's paper ran")
 
 
 class EstimateQuery(EstimateParams):

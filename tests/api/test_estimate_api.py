@@ -80,3 +80,14 @@ def test_auto_micro_batch_that_no_schedule_accepts_is_a_422(client):
                                             "schedule": "interleaved_1f1b", "global_batch": 9999984})
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"] == ["query", "micro_batch"]
+
+
+def test_flash_attention_and_sequence_parallel_can_be_set(client):
+    base = {"model": "gpt3-175b", "gpus": 512, "tp": 8, "pp": 8, "global_batch": 512, "micro_batch": 1}
+    unfused = client.get("/api/estimate", params=base).json()
+    fused = client.get("/api/estimate", params={**base, "flash_attention": "true"}).json()
+    assert fused["step_time_s"] < unfused["step_time_s"]  # no s×s scores through HBM
+    # selective recomputation already drops the s×s scores: FlashAttention stores the same activations
+    assert fused["memory_per_gpu_bytes"]["activations"] == unfused["memory_per_gpu_bytes"]["activations"]
+    no_sp = client.get("/api/estimate", params={**base, "sequence_parallel": "false"}).json()
+    assert no_sp["memory_per_gpu_bytes"]["activations"] > unfused["memory_per_gpu_bytes"]["activations"]
