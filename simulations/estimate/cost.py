@@ -255,7 +255,8 @@ def stage_params(model: Model, layout: Layout, stage: int) -> float:
     output layer on the last stage, all split over TP (and the experts over EP)."""
     p = layout.pp
     embeddings = (stage == 0) + (stage == p - 1)
-    return model.layers / p * layer_params_local(model, layout) + embeddings * model.vocab * model.hidden / layout.tp
+    layers = math.ceil(model.layers / p)  # an uneven split: the busiest stage
+    return layers * layer_params_local(model, layout) + embeddings * model.vocab * model.hidden / layout.tp
 
 
 def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
@@ -269,7 +270,7 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
                                                     recompute, layout.sequence_parallel)
     if model.gated_mlp:  # Korthikanti's 34 counts a 4h GeLU MLP; SwiGLU keeps two f-wide inputs and an output
         per_layer *= (34 + 6 * (model.ffn_hidden / model.hidden - 4)) / 34 if recompute != "full" else 1
-    layers = model.layers / p
+    layers = math.ceil(model.layers / p)
     if layout.schedule == "gpipe":
         in_flight = m
     else:
