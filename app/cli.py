@@ -153,6 +153,8 @@ def estimate_cmd(
     ffn_hidden: Annotated[int | None, typer.Option(help="FFN hidden size.")] = None,
     vocab: Annotated[int | None, typer.Option(help="Vocabulary size.")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Sequence length in tokens.")] = None,
+    experts: Annotated[int | None, typer.Option(help="FFN experts per layer (mixture of experts).")] = None,
+    top_k: Annotated[int | None, typer.Option(help="Experts each token is routed to.")] = None,
     gpu: Annotated[str, typer.Option(help="a100-80gb, h100-80gb, h200 or b200.")] = "h100-80gb",
     gpus: Annotated[int, typer.Option(help="GPUs in the cluster.")] = 1024,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node (one NVLink domain).")] = 8,
@@ -166,6 +168,9 @@ def estimate_cmd(
     micro_batch: Annotated[str, typer.Option(help="auto or N sequences per micro-batch.")] = "auto",
     global_batch: Annotated[int, typer.Option(help="Sequences per optimizer step.")] = 1024,
     recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "selective",
+    sequence_parallel: Annotated[bool, typer.Option(help="Sequence parallelism with TP.")] = True,
+    flash_attention: Annotated[bool | None, typer.Option(
+        help="Fused attention (default: what the preset's paper ran).", show_default=False)] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
 ) -> None:
     """Estimate one training step on a modelled GPU cluster: time, throughput, MFU, memory per GPU."""
@@ -176,13 +181,15 @@ def estimate_cmd(
     try:
         spec, cluster, layout = est.build(
             model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
-            seq_len=seq_len, gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node, tp=tp, pp=pp, cp=cp, ep=ep,
+            seq_len=seq_len, experts=experts, top_k=top_k, gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node,
+            tp=tp, pp=pp, cp=cp, ep=ep,
             zero_stage=zero_stage, schedule=schedule, virtual_stages=virtual_stages, micro_batch=micro_batch,
-            global_batch=global_batch, recompute=recompute)
+            global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
+            flash_attention=flash_attention)
+        result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
         typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)
         raise typer.Exit(2) from None
-    result = est.estimate(spec, cluster, layout).as_dict()
     if json_:
         typer.echo(json.dumps(result, indent=2))
         return

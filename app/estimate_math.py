@@ -86,3 +86,40 @@ def ranked(model: str = "llama3-70b", gpu_name: str = GPU, gpus: int = 1024, glo
                                          check_layout=False),
                        top=top)
     return tuple(e.as_dict() for e in found)
+
+
+@dataclass(frozen=True)
+class Hiding:
+    """The DP gradient all-reduce against the backward it overlaps, as micro-batches grow."""
+
+    tokens: tuple[int, ...]  # per GPU per micro-batch
+    backward_s: tuple[float, ...]  # one micro-batch's backward on one GPU
+    allreduce_s: dict[int, float]  # GPUs per node -> the step's all-reduce (no overlap)
+    exposed_s: dict[int, tuple[float, ...]]  # GPUs per node -> what the estimator leaves exposed
+    crossover: dict[int, float]  # GPUs per node -> tokens where backward = all-reduce
+
+
+@lru_cache(maxsize=8)
+def hiding(model: str = "llama3-8b", gpus: int = 512, seq_len: int = 2048,
+           sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32), placements: tuple[int, ...] = (8, 1),
+           accumulation: int = 4) -> Hiding:
+    """DDP (ZeRO-0, TP 1) of `model` on `gpus` H100s, 8 to a node (rings over whole nodes, node egress) or
+    1 to a node (one NIC each), for micro-batches of `sizes` sequences, `accumulation` per step."""
+    tokens = tuple(b * seq_len for b in sizes)
+    backward, allreduce, exposed = [], {}, {}
+    for per_node in placements:
+        runs = [estimate(model, gpus=gpus, gpus_per_node=per_node, tp=1, zero_stage=0, micro_batch=b,
+                         global_batch=gpus * b * accumulation, seq_len=seq_len) for b in sizes]
+        backward = [e.stage_times["backward"] for e in runs]
+        allreduce[per_node] = runs[0].comm_total_s["dp"]
+        exposed[per_node] = tuple(e.exposed_by_kind["dp"] for e in runs)
+    per_token = backward[0] / tokens[0]  # backward time is linear in the tokens
+    crossover = {n: allreduce[n] / per_token for n in placements}
+    return Hiding(tokens, tuple(backward), allreduce, exposed, crossover)
+
+
+def log_scale(value: float, low: float, high: float, start: float, end: float) -> float:
+    """Pixel position of `value` on a log axis from `low` (at `start`) to `high` (at `end`)."""
+    import math
+
+    return start + (math.log(value) - math.log(low)) / (math.log(high) - math.log(low)) * (end - start)

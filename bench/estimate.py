@@ -43,7 +43,8 @@ def main() -> None:
     print(f"estimate: one estimate (llama3-405b, 16,384 × H100, TP 8 PP 16 v 2) median "
           f"{statistics.median(figures['one_estimate_s']) * 1000:.1f} ms (target ≤ 50 ms); with auto micro-batch "
           f"and virtual stages {statistics.median(figures['one_estimate_auto_s']) * 1000:.1f} ms", flush=True)
-    print(f"estimate: full layout search over 16,384 GPUs median {statistics.median(figures['search_16384_gpus_s']):.2f} s "
+    search_s = statistics.median(figures["search_16384_gpus_s"])
+    print(f"estimate: full layout search over 16,384 GPUs median {search_s:.2f} s "
           f"(target ≤ 2 s); best TP {best.layout.tp} PP {best.layout.pp} CP {best.layout.cp} "
           f"v {best.layout.virtual_stages} b {best.layout.micro_batch}: {best.step_time_s:.2f} s/step, "
           f"MFU {best.mfu:.1%}", flush=True)

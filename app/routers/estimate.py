@@ -20,6 +20,8 @@ from simulations import estimate as est
 
 router = APIRouter(prefix="/api", tags=["estimate"])
 
+MAX_SPANS = 20_000
+
 Auto = Literal["auto"] | Annotated[int, Field(ge=1, le=4096)]
 
 
@@ -34,6 +36,8 @@ class EstimateParams(BaseModel):
     ffn_hidden: int | None = Field(None, ge=1, le=524288)
     vocab: int | None = Field(None, ge=1, le=1_048_576)
     seq_len: int | None = Field(None, ge=1, le=1_048_576)
+    experts: int | None = Field(None, ge=0, le=1024, description="FFN experts per layer (mixture of experts); 0: dense")
+    top_k: int | None = Field(None, ge=1, le=64, description="Experts each token is routed to")
     gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
     gpus: int = Field(1024, ge=1, le=131072)
     gpus_per_node: int = Field(8, ge=1, le=72)
@@ -47,6 +51,23 @@ class EstimateParams(BaseModel):
     micro_batch: Auto = "auto"
     global_batch: int = Field(1024, ge=1, le=10_000_000)
     recompute: Literal["none", "selective", "full"] = "selective"
+    sequence_parallel: bool = Field(True, description="Sequence parallelism with TP (Korthikanti et al.)")
+    flash_attention: bool | None = Field(None, description="Fused attention; default: what the preset's paper ran")
+
+
+class EstimateQuery(EstimateParams):
+    timeline: bool = Field(False, description="Also return the step's spans per pipeline rank (at most "
+                                              f"{MAX_SPANS} compute spans, and the DP reduction)")
+
+
+class Span(BaseModel):
+    stream: Literal["compute", "comm"]
+    rank: int = Field(description="Pipeline rank (stage index without virtual stages)")
+    kind: str = Field(description="F, B or W (compute), dp (communication)")
+    stage: int
+    mb: int = Field(description="Micro-batch; -1 for the step's DP reduction")
+    start: float = Field(description="Seconds from the start of the step")
+    end: float
 
 
 class EstimateResult(BaseModel):
@@ -79,25 +100,49 @@ class EstimateResult(BaseModel):
     memory_per_gpu_bytes: dict[str, float] = Field(description="Bytes per GPU by role, and total")
     gpu_memory_bytes: float
     fits: bool
+    timeline: list[Span] | None = None
 
 
 class SearchResult(BaseModel):
     layouts: list[EstimateResult] = Field(description="Fastest first; empty when no layout fits")
 
 
+def _invalid(p: EstimateParams, exc: est.LayoutError) -> RequestValidationError:
+    return RequestValidationError([{"type": "value_error", "loc": ("query", exc.field), "msg": exc.message,
+                                    "input": getattr(p, exc.field, None)}])
+
+
 def _build(p: EstimateParams, check_layout: bool = True):
     try:
-        return est.build(**p.model_dump(), check_layout=check_layout)
+        return est.build(**p.model_dump(exclude={"timeline"}), check_layout=check_layout)
     except est.LayoutError as exc:
-        raise RequestValidationError([{"type": "value_error", "loc": ("query", exc.field), "msg": exc.message,
-                                       "input": getattr(p, exc.field, None)}]) from None
+        raise _invalid(p, exc) from None
 
 
 @router.get("/estimate", response_model=EstimateResult,
             summary="Step time, throughput, MFU and memory per GPU of a layout on a modelled cluster")
-def estimate(params: Annotated[EstimateParams, Query()]) -> EstimateResult:
+def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
     model, cluster, layout = _build(params)
-    return EstimateResult(**est.estimate(model, cluster, layout).as_dict())
+    try:  # `auto` can still find no micro-batch size the schedule accepts
+        result = est.estimate(model, cluster, layout)
+    except est.LayoutError as exc:
+        raise _invalid(params, exc) from None
+    timeline = None
+    if params.timeline:
+        actions = layout_actions(result)
+        if actions > MAX_SPANS:
+            raise RequestValidationError([{"type": "value_error", "loc": ("query", "timeline"), "input": True,
+                                           "msg": f"a timeline of {actions} spans is more than {MAX_SPANS}: "
+                                                  "fewer micro-batches or virtual stages"}])
+        result = est.estimate(model, cluster, result.layout, keep_spans=True)
+        timeline = [Span(**span) for span in result.spans]
+    return EstimateResult(**result.as_dict(), timeline=timeline)
+
+
+def layout_actions(e: est.Estimate) -> int:
+    """Compute spans a timeline would hold: F and B (and W) of every micro-batch on every stage."""
+    per = 3 if e.layout.schedule == "zero_bubble" else 2
+    return e.layout.pp * e.layout.virtual_stages * e.micro_batches * per
 
 
 @router.get("/estimate/search", response_model=SearchResult,

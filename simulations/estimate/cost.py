@@ -255,7 +255,8 @@ def stage_params(model: Model, layout: Layout, stage: int) -> float:
     output layer on the last stage, all split over TP (and the experts over EP)."""
     p = layout.pp
     embeddings = (stage == 0) + (stage == p - 1)
-    return model.layers / p * layer_params_local(model, layout) + embeddings * model.vocab * model.hidden / layout.tp
+    layers = math.ceil(model.layers / p)  # an uneven split: the busiest stage
+    return layers * layer_params_local(model, layout) + embeddings * model.vocab * model.hidden / layout.tp
 
 
 def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
@@ -269,7 +270,7 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
                                                     recompute, layout.sequence_parallel)
     if model.gated_mlp:  # Korthikanti's 34 counts a 4h GeLU MLP; SwiGLU keeps two f-wide inputs and an output
         per_layer *= (34 + 6 * (model.ffn_hidden / model.hidden - 4)) / 34 if recompute != "full" else 1
-    layers = model.layers / p
+    layers = math.ceil(model.layers / p)
     if layout.schedule == "gpipe":
         in_flight = m
     else:
@@ -300,6 +301,22 @@ def estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = 
     return _estimate(model, cluster, layout, keep_spans)
 
 
+def trials(model: Model, cluster: Cluster, layout: Layout, sizes: list[int], virtual: list[int],
+           fast: bool = False) -> list[Estimate]:
+    """The layout with each micro-batch size and virtual-stage count that its schedule allows."""
+    per_replica = layout.global_batch // layout.dp(cluster.gpus)
+    out = []
+    for b in sizes:
+        for v in virtual:
+            trial = replace(layout, micro_batch=b, virtual_stages=v)
+            try:
+                check_micro_batches(trial, per_replica // b)
+            except LayoutError:
+                continue
+            out.append(_estimate(model, cluster, trial, False, fast=fast))
+    return out
+
+
 def choose(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = False) -> Estimate:
     """`auto`: try every micro-batch size dividing the per-replica batch and every virtual-stage count;
     keep the fastest that fits in memory (the smallest footprint when none fits)."""
@@ -314,15 +331,7 @@ def choose(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = Fa
         vs = [v for v in range(1, per_stage + 1) if per_stage % v == 0]
     else:
         vs = [1]
-    candidates = []
-    for b in sizes:
-        for v in vs:
-            trial = replace(layout, micro_batch=b, virtual_stages=v)
-            try:
-                check_micro_batches(trial, per_replica // b)
-            except LayoutError:
-                continue
-            candidates.append(_estimate(model, cluster, trial, False))
+    candidates = trials(model, cluster, layout, sizes, vs)
     if not candidates:
         raise LayoutError("micro_batch", "no micro-batch size gives interleaved_1f1b a multiple of pp micro-batches")
     fitting = [e for e in candidates if e.fits]
@@ -410,7 +419,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     compute = (lt.forward + lt.backward_input + lt.backward_weight + lt.recompute) * model.layers / p * m
     mem = memory(model, layout, cluster, b, m, v)
     activation_bytes = tokens * model.hidden * BF16
-    tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m  # 2 forward (+ 2 replayed), 2 backward
+    # 2 forward (+ 2 replayed under full recomputation), 2 backward
+    tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m
     per_op = (2 * formulas.all_gather_bytes(activation_bytes, t) if layout.sequence_parallel
               else formulas.ring_all_reduce_bytes(activation_bytes, t))
     wire = {"dp": wire_bytes(traffic, dp * c), "tp": tp_ops * per_op if t > 1 else 0.0,

@@ -4,18 +4,24 @@ Spec-sheet figures (peak, HBM, NVLink, NICs) and the fractions of them software 
 read once from a published measurement and never adjusted to the training runs the estimator is
 validated against (tests/unit/test_estimate_validation.py).
 
-| figure | value | source |
-|---|---|---|
-| A100 SXM 80 GB: bf16 dense peak 312 TFLOP/s, HBM2e 2.039 TB/s, 80 GB, NVLink 3 600 GB/s (300 per direction), 108 SMs | | NVIDIA A100 datasheet; scaling book gpus.md "Summary of GPU specs" |
-| H100 SXM 80 GB: 989 TFLOP/s, HBM3 3.35 TB/s, 80 GB, NVLink 4 450 GB/s per direction, 132 SMs | | NVIDIA H100 datasheet; scaling book gpus.md |
-| H200 SXM: as H100, HBM3e 4.8 TB/s, 141 GB | | NVIDIA H200 datasheet; scaling book gpus.md |
-| B200 SXM: 2250 TFLOP/s, HBM3e 8 TB/s, 180 GB usable (192 GiB physical), NVLink 5 900 GB/s per direction, 148 SMs | | ml-engineering compute/accelerator README (MAMF table "Theory", memory table); scaling book gpus.md |
-| node egress: DGX A100 8 × 200 Gb/s HDR = 200 GB/s; DGX H100/H200/B200 8 × 400 Gb/s NDR = 400 GB/s | | scaling book gpus.md "Beyond the node level" (node egress table); Korthikanti et al. 2022 sec. 6 (Selene: 8 × 200 Gb/s HDR per node) |
-| largest achievable bf16 matmul (MAMF): A100 SXM 271.2 (86.9 %), H100 SXM 794.5 (80.3 %, "H200 is the same"), B200 1745.0 (77.6 %) TFLOP/s | | S. Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table" (mamf-finder.py) |
-| NCCL all-reduce bus bandwidth in an 8 × H100 node: about 370 GB/s of 450 (82 %) for large messages | 0.82 | scaling book gpus.md, "Empirical measurements" (SHARP off) |
-| FlashAttention: FA2 reaches 50-73 % of peak on A100 (forward), FA3 up to 75 % on H100 (forward, bf16); backward lower | 0.6 | Dao 2023 (arXiv:2307.08691) abstract; Shah et al. 2024 (arXiv:2407.08608) |
-| NCCL all-reduce on 8 × H100 reaches about 150 GB/s at 58 MB against 370 GB/s for 10 GB messages: half the large-message bandwidth at about 85 MB; the half-bandwidth size scales with the link's bandwidth (bandwidth × a fixed pipeline depth of latency) | 85 MB at 450 GB/s | scaling book gpus.md, "Empirical measurements" |
-| NCCL latency model (Simple protocol): ring base 8.4 µs, + 5.7 µs per NVLink step, + 6.6 µs per network step; tree + 28 µs (NVLink) / 50 µs (network) per level | | NVIDIA/nccl src/graph/tuning.cc, baseLat and hwLat |
+Spec sheets (NVIDIA datasheets, as the scaling book's gpus.md "Summary of GPU specs" and ml-engineering's
+compute/accelerator/README.md tables give them):
+- A100 SXM 80 GB: bf16 dense 312 TFLOP/s, HBM2e 2.039 TB/s, 80 GB, NVLink 3 300 GB/s per direction, 108 SMs;
+- H100 SXM 80 GB: 989 TFLOP/s, HBM3 3.35 TB/s, 80 GB, NVLink 4 450 GB/s per direction, 132 SMs;
+- H200 SXM: as H100 with HBM3e 4.8 TB/s and 141 GB;
+- B200 SXM: 2250 TFLOP/s, HBM3e 8 TB/s, 180 GB usable (NVIDIA's platform figure), NVLink 5 900 GB/s, 148 SMs.
+Nodes: DGX A100 has 8 × 200 Gb/s HDR NICs (200 GB/s of node egress; Korthikanti et al. 2022 sec. 6, Selene);
+DGX H100 / H200 / B200 8 × 400 Gb/s NDR (400 GB/s; scaling book gpus.md, node egress table).
+Measured:
+- largest achievable bf16 matmul (MAMF): A100 SXM 271.2 TFLOP/s (86.9 %), H100 SXM 794.5 (80.3 %, "H200 is
+  the same"), B200 1745.0 (77.6 %): S. Bekman, ml-engineering, compute/accelerator/README.md, "Maximum
+  Achievable Matmul FLOPS comparison table" (mamf-finder.py);
+- NCCL all-reduce bus bandwidth in an 8 × H100 node: about 370 GB/s of 450 (82 %) for large messages, and
+  about 150 GB/s at 58 MB (scaling book gpus.md, "Empirical measurements", SHARP off);
+- FlashAttention: FA2 reaches 50-73 % of peak on A100 (forward; Dao 2023, arXiv:2307.08691), FA3 up to 75 %
+  on H100 (forward, bf16; Shah et al. 2024, arXiv:2407.08608); backward lower: we take 0.6;
+- NCCL's latency model, Simple protocol (NVIDIA/nccl src/graph/tuning.cc, baseLat and hwLat): ring 8.4 µs
+  base + 5.7 µs per NVLink step or 6.6 µs per network step; tree 28 µs (NVLink) / 50 µs (network) per level.
 
 Assumptions (no published microbenchmark read for them; stated so that they can be checked):
 - achievable HBM bandwidth for streaming element-wise kernels: 0.85 of the spec sheet (`HBM_EFFICIENCY`);
@@ -25,7 +31,7 @@ Assumptions (no published microbenchmark read for them; stated so that they can 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 GB = 10**9
 TFLOP = 10**12
@@ -113,7 +119,3 @@ def cluster(gpu: str = "h100-80gb", gpus: int = 8, gpus_per_node: int | None = N
     per_node = gpus_per_node or kind.gpus_per_node
     egress = node_egress if node_egress is not None else kind.node_egress * per_node / kind.gpus_per_node
     return Cluster(kind, gpus, per_node, egress)
-
-
-def with_gpu(c: Cluster, **changes) -> Cluster:
-    return replace(c, gpu=replace(c.gpu, **changes))

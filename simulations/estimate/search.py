@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simulations.estimate.cost import Estimate, _estimate
+from simulations.estimate.cost import Estimate, _estimate, trials
 from simulations.estimate.hardware import Cluster
-from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, validate
+from simulations.estimate.layout import Layout, LayoutError, validate
 from simulations.estimate.models import Model
 
 
@@ -54,17 +54,8 @@ def best_of(model: Model, cluster: Cluster, layout: Layout, fast: bool) -> Estim
         vs = [v for v in (2, 3, 4, 6, 8) if v <= per_stage]
     else:
         vs = [1]
-    best = None
-    for b in sizes:
-        for v in vs:
-            trial = replace(layout, micro_batch=b, virtual_stages=v)
-            try:
-                check_micro_batches(trial, per_replica // b)
-            except LayoutError:
-                continue
-            e = _estimate(model, cluster, trial, False, fast=fast)
-            if e.fits and (best is None or e.step_time_s < best.step_time_s):
-                best = e
+    fitting = [e for e in trials(model, cluster, layout, sizes, vs, fast) if e.fits]
+    best = min(fitting, key=lambda e: e.step_time_s, default=None)
     return best
 
 

@@ -13,11 +13,12 @@ SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", 
 
 def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int | None = None,
           heads: int | None = None, kv_heads: int | None = None, ffn_hidden: int | None = None,
-          vocab: int | None = None, seq_len: int | None = None, gpu: str = "h100-80gb", gpus: int = 1024,
+          vocab: int | None = None, seq_len: int | None = None, experts: int | None = None, top_k: int | None = None,
+          gpu: str = "h100-80gb", gpus: int = 1024,
           gpus_per_node: int = 8, tp: int = 8, pp: int = 1, cp: int = 1, ep: int = 1, zero_stage: int = 1,
           schedule: str = "1f1b", virtual_stages: int | str | None = "auto", micro_batch: int | str | None = "auto",
-          global_batch: int = 1024, recompute: str = "selective",
-          check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
+          global_batch: int = 1024, recompute: str = "selective", sequence_parallel: bool = True,
+          flash_attention: bool | None = None, check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
     """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
     every shape field; raises LayoutError naming the field at fault. `check_layout=False` (the layout
     search, which tries its own TP, PP, CP) checks the model, the cluster and the batch only."""
@@ -34,6 +35,13 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
         spec = replace(MODELS[model], **{k: v for k, v in shape.items() if v is not None})
     else:
         raise LayoutError("model", f"must be one of {', '.join([*MODELS, 'custom'])}, got {model!r}")
+    if flash_attention is not None:  # presets say what their own papers ran; a newer run may differ
+        spec = replace(spec, flash_attention=flash_attention)
+    if experts is not None or top_k is not None:  # a mixture of experts: each FFN becomes `experts` FFNs
+        spec = replace(spec, experts=experts if experts is not None else spec.experts,
+                       top_k=top_k if top_k is not None else max(1, spec.top_k))
+        if spec.experts < 0 or spec.top_k < 1 or (spec.experts and spec.top_k > spec.experts):
+            raise LayoutError("top_k", f"must be 1..experts ({spec.experts}), got {spec.top_k}")
     for name in SHAPE_FIELDS:
         if getattr(spec, name) < 1:
             raise LayoutError(name, f"must be ≥ 1, got {getattr(spec, name)}")
@@ -51,7 +59,7 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
     layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, zero_stage=zero_stage, schedule=schedule,  # type: ignore[arg-type]
                     virtual_stages=parse_auto("virtual_stages", virtual_stages),
                     micro_batch=parse_auto("micro_batch", micro_batch), global_batch=global_batch,
-                    recompute=recompute)  # type: ignore[arg-type]
+                    recompute=recompute, sequence_parallel=sequence_parallel)  # type: ignore[arg-type]
     if layout.virtual_stages is None and schedule != "interleaved_1f1b":
         layout = replace(layout, virtual_stages=1)
     if not check_layout:

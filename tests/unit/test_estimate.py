@@ -191,3 +191,15 @@ def test_data_parallel_bytes_agree_with_a_live_zero_run(run_scenario, stage):
     expected = data_parallel_traffic(psi, stage, 4, 1, grad_bytes=4, param_bytes=4)
     for sent in figures["bytes_sent_per_rank"]:
         assert {k: v for k, v in sent.items() if v} == pytest.approx(expected)
+
+
+def test_expert_parallel_splits_the_experts_and_pays_all_to_alls():
+    dense = build("llama3-8b", gpus=64, tp=1, micro_batch=1, global_batch=256, experts=8, top_k=2)
+    split = build("llama3-8b", gpus=64, tp=1, ep=8, micro_batch=1, global_batch=256, experts=8, top_k=2)
+    one, eight = estimate(*dense), estimate(*split)
+    assert one.exposed_by_kind["ep"] == 0 and eight.exposed_by_kind["ep"] > 0
+    # the expert FFNs, 3·h·f each, now live 1/8 on each GPU
+    model = dense[0]
+    experts_bytes = 2 * model.layers * model.experts * 3 * model.hidden * model.ffn_hidden
+    saved = one.memory_per_gpu_bytes["parameters"] - eight.memory_per_gpu_bytes["parameters"]
+    assert saved == pytest.approx(experts_bytes * 7 / 8)

@@ -56,3 +56,38 @@ def test_search_tries_layouts_whose_dp_fits_a_batch_smaller_than_the_cluster(cli
     assert r.status_code == 200, r.text
     layouts = r.json()["layouts"]
     assert layouts and all(x["tp"] * x["pp"] * x["cp"] >= 16 and 1024 % x["dp"] == 0 for x in layouts)
+
+
+def test_timeline_holds_every_forward_and_backward_and_ends_with_the_step(client):
+    r = client.get("/api/estimate", params={"model": "llama3-8b", "gpus": 64, "tp": 1, "pp": 4, "micro_batch": 1,
+                                            "global_batch": 128, "schedule": "1f1b", "timeline": "true"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    compute = [s for s in body["timeline"] if s["stream"] == "compute"]
+    assert len(compute) == 2 * 4 * body["micro_batches"]
+    assert max(s["end"] for s in body["timeline"]) == pytest.approx(body["step_time_s"] - body["optimizer_s"])
+    for rank in range(4):  # one stream per rank: its spans never overlap
+        spans = sorted((s["start"], s["end"]) for s in compute if s["rank"] == rank)
+        assert all(a[1] <= b[0] + 1e-12 for a, b in zip(spans, spans[1:]))
+    too_many = client.get("/api/estimate", params={"model": "llama3-8b", "gpus": 8192, "tp": 1, "pp": 32,
+                                                   "micro_batch": 1, "global_batch": 131072, "timeline": "true"})
+    assert too_many.status_code == 422 and too_many.json()["detail"][0]["loc"] == ["query", "timeline"]
+
+
+def test_auto_micro_batch_that_no_schedule_accepts_is_a_422(client):
+    """126 stages interleaved need a multiple of 126 micro-batches: none of the sizes auto tries gives one."""
+    r = client.get("/api/estimate", params={"model": "llama3-405b", "gpus": 16128, "tp": 8, "pp": 126,
+                                            "schedule": "interleaved_1f1b", "global_batch": 9999984})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["query", "micro_batch"]
+
+
+def test_flash_attention_and_sequence_parallel_can_be_set(client):
+    base = {"model": "gpt3-175b", "gpus": 512, "tp": 8, "pp": 8, "global_batch": 512, "micro_batch": 1}
+    unfused = client.get("/api/estimate", params=base).json()
+    fused = client.get("/api/estimate", params={**base, "flash_attention": "true"}).json()
+    assert fused["step_time_s"] < unfused["step_time_s"]  # no s×s scores through HBM
+    # selective recomputation already drops the s×s scores: FlashAttention stores the same activations
+    assert fused["memory_per_gpu_bytes"]["activations"] == unfused["memory_per_gpu_bytes"]["activations"]
+    no_sp = client.get("/api/estimate", params={**base, "sequence_parallel": "false"}).json()
+    assert no_sp["memory_per_gpu_bytes"]["activations"] > unfused["memory_per_gpu_bytes"]["activations"]
