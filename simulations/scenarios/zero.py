@@ -564,7 +564,8 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                             detail="fully_shard on each Linear and the root, on a CPU DeviceMesh of the same group"))
 
     # Model states: measured bytes per rank by role against REFERENCE.md's table.
-    formula = formulas.model_state_bytes(psi, p.precision, p.stage, n, p.cpu_offload)
+    # The padded Ψ: every unit is padded to a multiple of N so that it splits into equal shards.
+    formula = formulas.model_state_bytes(padded, p.precision, p.stage, n, p.cpu_offload)
     measured_states = [{k: r["measured"]["model_states"][k] for k in formulas.MODEL_STATE_ROLES} for r in results]
     worst = 0.0
     for states in measured_states:
@@ -572,16 +573,16 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
             got = states[role]
             worst = max(worst, abs(got - expected) / expected if expected else float(got != 0))
     by_role = ", ".join(f"{role} {measured_states[0][role]:,} vs {formula[role]:,.0f}" for role in formula)
-    checks.append(Check(name="model-state bytes per rank match REFERENCE.md within 5%", passed=worst <= 0.05,
+    checks.append(Check(name="model-state bytes per rank match REFERENCE.md", passed=worst == 0,
                         measured=sum(measured_states[0].values()), expected=sum(formula.values()),
-                        detail=f"rank 0, measured vs formula: {by_role}; worst relative error {worst:.2%} over "
-                               f"roles and ranks; Ψ = {psi}, padded to {padded} so every unit splits into {n} "
-                               f"equal shards"))
+                        detail=f"rank 0, measured vs formula: {by_role}; exact on every role and rank (worst "
+                               f"relative error {worst:.2%}), with Ψ = {psi} padded to {padded} so every unit splits "
+                               f"into {n} equal shards"))
     if p.cpu_offload:
         host = results[0]["measured"]["host"]["optimizer"]
-        host_formula = formulas.host_bytes(psi, p.stage, n, True)
+        host_formula = formulas.host_bytes(padded, p.stage, n, True)
         checks.append(Check(name="offloaded optimizer bytes on the host match 12Ψ (/N from stage 1)",
-                            passed=abs(host - host_formula) <= 0.05 * host_formula, measured=host,
+                            passed=host == host_formula, measured=host,
                             expected=host_formula))
 
     # Communication: elements per step, counted from the traced collectives.
