@@ -328,7 +328,8 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     mean_ddp = [sum(r["ddp_losses"][s] for r in results) / n for s in range(T * H)]
     ddp_loss_diff = max(abs(a - b) for a, b in zip(mean_ddp, ref_ddp["losses"]))
     mean_diloco = [sum(r["losses"][s] for r in results) / n for s in range(T * H)]
-    eval_diff = max(max(abs(e["diloco"] - ref["eval"][t]), abs(e["ddp"] - ref_ddp["eval"][t]))
+    eval_diff = max(max(abs(e["diloco"] - ref["eval"][t]) / max(1.0, ref["eval"][t]),
+                        abs(e["ddp"] - ref_ddp["eval"][t]) / max(1.0, ref_ddp["eval"][t]))
                     for r in results for t, e in enumerate(r["eval"]))
 
     # Bytes: comm.all_reduce records the buffer it was handed (S = Ψ × 4 bytes) per call and rank;
@@ -347,9 +348,11 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                      f"local losses max diff {local_loss_diff:.1e}. Tolerance: the two differ only in how Δ is "
                      f"averaged (all-reduce vs a sum in one process), round-off ~1e-7 per sync; a wrong optimizer "
                      f"hyper-parameter moves θ by ~1e-3 or more"),
-        Check(name="held-out losses shown equal the references'", passed=eval_diff <= 1e-6, measured=eval_diff,
-              expected="≤ 1e-6", detail=f"DiLoCo's and DDP's held-out loss after each of the {T} syncs, every worker, "
-                     "against the single-process runs' models on the same batch; fp32"),
+        Check(name="held-out losses shown equal the references'", passed=eval_diff <= 1e-5, measured=eval_diff,
+              expected="≤ 1e-5", detail=f"DiLoCo's and DDP's held-out loss after each of the {T} syncs, every worker, "
+                     "relative to max(1, loss), against the single-process runs' models on the same batch; fp32: "
+                     "the parameters agree to ~1e-6 at the default settings, the loss moves by no more than its "
+                     "gradient times that; a loss of the wrong model differs by > 1e-2"),
         Check(name="every worker holds the same θ after each sync", passed=spread == 0.0, measured=spread,
               expected=0.0),
         Check(name="DDP baseline equals one process on the global batch",
