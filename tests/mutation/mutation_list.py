@@ -142,6 +142,13 @@ MUTANTS: list[Mutant] = [
            "            if step < n - 1 else None\n        with trace.span(f\"grad kv{src}\"",
            "            if step < n else None\n        with trace.span(f\"grad kv{src}\"",
            "backward sends K/V one hop too many (same values)", RING),
+    Mutant("ring-forward-blocking-exchange", "ring_attention",
+           'pending = comm.sendrecv_async(kv, right, torch.empty_like(kv), left, group, chunk=src, name=f"kv{src}") \\\n'
+           "            if step < n - 1 else None  # the next block",
+           'pending = (lambda got: type("Done", (), {"wait": lambda self: got})())(comm.sendrecv('
+           'kv, right, torch.empty_like(kv), left, group, chunk=src, name=f"kv{src}")) \\\n'
+           "            if step < n - 1 else None  # the next block",
+           "forward exchanges K/V with a blocking sendrecv before computing: same values, no overlap", RING),
     Mutant("ring-lse-without-max", "ring_attention", 'lse = state["m"] + state["l"].log()', 'lse = state["l"].log()',
            "log-sum-exp saved without the running maximum", RING),
     Mutant("ring-dq-unscaled", "ring_attention", "dq[:, rows] += ds @ k * scale", "dq[:, rows] += ds @ k",
