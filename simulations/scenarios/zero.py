@@ -623,6 +623,25 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
              for f in frames if "gathered" in f.ranks[0].memory for r in f.ranks
              if r.memory.get("gathered") != gathered_expected(f)]
     sampled = sum(1 for f in frames if "gathered" in f.ranks[0].memory)
+
+    # The other roles at every frame: parameters and optimizer states never change size; gradients never
+    # exceed what the stage keeps (stages 0–1: every unit's full gradient; 2–3: one unit's full gradient,
+    # between its backward and its reduce-scatter, plus this rank's averaged shards).
+    shard = padded // n
+    expected_params = (shard if p.stage == 3 else padded) * element
+    slice_ = shard if p.stage >= 1 else padded
+    expected_optimizer = 0 if p.cpu_offload else slice_ * (8 + (4 if p.precision == "bf16" else 0))
+    gradient_bound = (padded if p.stage <= 1 else max(padded_units) + shard) * element
+    off_role = [(f.index, f.phase, r.rank, {k: r.memory.get(k) for k in ("parameters", "optimizer", "gradients")})
+                for f in frames if "parameters" in f.ranks[0].memory for r in f.ranks
+                if r.memory["parameters"] != expected_params or r.memory.get("optimizer", 0) != expected_optimizer
+                or r.memory.get("gradients", 0) > gradient_bound]
+    checks.append(Check(name="memory by role at every frame within the stage's bounds", passed=not off_role,
+                        measured=f"{len(off_role)} rank-frame(s) off" if off_role else f"{sampled} frames × {n} ranks",
+                        expected=f"parameters {expected_params} B, optimizer {expected_optimizer} B, gradients "
+                                 f"≤ {gradient_bound} B",
+                        detail=(f"first off (frame, phase, rank, bytes): {off_role[:2]}" if off_role else
+                                "every rank, every frame, from the unit sizes and the stage")))
     checks.append(Check(name="gathered parameters held only while a unit runs", passed=not wrong and sampled > 0,
                         measured=f"{len(wrong)} frame(s) off" if wrong else f"{sampled} frames × {n} ranks as expected",
                         expected="stage 3: one unit's padded parameters from all-gather to free, else 0"
