@@ -185,6 +185,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     ref = reference(p)
     grad_diff = max(max_abs_diff(r["grads"], ref["grads"]) for r in results)
     weight_spread = max(max_abs_diff(r["weights"], results[0]["weights"]) for r in results)
+    weight_diff = max(max_abs_diff(r["weights"], ref["weights"]) for r in results)
     ring_diff = max(r["ring_vs_all_reduce"] for r in results)
 
     # Ring traffic, exact per rank. A bucket of E elements is cut by tensor_split into N chunks (the first
@@ -209,6 +210,10 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
               measured=grad_diff, expected="≤ 1e-6", detail="max |DDP grad − reference grad|, fp32: the ring adds N partial gradients "
               "in another order than one backward over the whole batch, round-off ~1e-7; a missing average or a "
               "dropped chunk errs by > 1e-2"),
+        Check(name="weights after training equal the single-process run's", passed=weight_diff <= 1e-6,
+              measured=weight_diff, expected="≤ 1e-6",
+              detail=f"after {p.steps} step(s) of SGD with momentum (torch.optim.SGD in one process on the whole "
+                     f"batch); fp32, the gradients' round-off carried through the steps"),
         Check(name="weights identical on every rank", passed=weight_spread == 0.0, measured=weight_spread,
               expected=0.0, detail=f"max |w_rank − w_0| over {n} ranks after {p.steps} step(s)"),
         Check(name="ring all-reduce equals dist.all_reduce", passed=ring_diff <= 1e-6, measured=ring_diff,

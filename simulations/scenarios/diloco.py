@@ -275,12 +275,13 @@ def reference_diloco(p: Params) -> dict:
     """The N workers simulated one after another in one process; Δ averaged by a plain sum; the outer
     step is torch.optim.SGD with Nesterov momentum (DiLoCo, Algorithm 1)."""
     data_model = teacher(p)
+    x_eval, y_eval = batch(p, -1, -1, data_model)
     global_model = mlp(IN_FEATURES, p.width, p.depth, OUT_FEATURES, p.seed)
     workers = [copy.deepcopy(global_model) for _ in range(p.world_size)]
     inners = [_reference_inner(p, w.parameters()) for w in workers]
     outer = torch.optim.SGD(global_model.parameters(), lr=p.outer_lr, momentum=p.outer_momentum,
                             nesterov=p.outer_momentum > 0)
-    globals_, losses = [], []
+    globals_, losses, evals = [], [], []
     for t in range(p.outer_steps):
         for h in range(p.inner_steps):
             step = t * p.inner_steps + h
@@ -295,7 +296,9 @@ def reference_diloco(p: Params) -> dict:
                 for q_w, q in zip(w.parameters(), global_model.parameters()):
                     q_w.copy_(q)
         globals_.append(parameters_to_vector(global_model.parameters()).detach().clone())
-    return {"globals": globals_, "losses": losses}
+        with torch.no_grad():
+            evals.append(((global_model(x_eval) - y_eval) ** 2).mean().item())
+    return {"globals": globals_, "losses": losses, "eval": evals}
 
 
 def reference_ddp(p: Params) -> dict:
@@ -303,12 +306,16 @@ def reference_ddp(p: Params) -> dict:
     data_model = teacher(p)
     model = mlp(IN_FEATURES, p.width, p.depth, OUT_FEATURES, p.seed)
     optimizer = _reference_inner(p, model.parameters())
-    losses = []
+    x_eval, y_eval = batch(p, -1, -1, data_model)
+    losses, evals = [], []
     for step in range(p.outer_steps * p.inner_steps):
         parts = [batch(p, step, i, data_model) for i in range(p.world_size)]
         x, y = torch.cat([a for a, _ in parts]), torch.cat([b for _, b in parts])
         losses.append(_reference_step(model, optimizer, x, y))
-    return {"weights": parameters_to_vector(model.parameters()).detach(), "losses": losses}
+        if (step + 1) % p.inner_steps == 0:  # where the DiLoCo run syncs, the held-out loss is shown
+            with torch.no_grad():
+                evals.append(((model(x_eval) - y_eval) ** 2).mean().item())
+    return {"weights": parameters_to_vector(model.parameters()).detach(), "losses": losses, "eval": evals}
 
 
 def summarize(p: Params, results: list[dict], frames) -> Summary:
@@ -321,6 +328,9 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     mean_ddp = [sum(r["ddp_losses"][s] for r in results) / n for s in range(T * H)]
     ddp_loss_diff = max(abs(a - b) for a, b in zip(mean_ddp, ref_ddp["losses"]))
     mean_diloco = [sum(r["losses"][s] for r in results) / n for s in range(T * H)]
+    eval_diff = max(max(abs(e["diloco"] - ref["eval"][t]) / max(1.0, ref["eval"][t]),
+                        abs(e["ddp"] - ref_ddp["eval"][t]) / max(1.0, ref_ddp["eval"][t]))
+                    for r in results for t, e in enumerate(r["eval"]))
 
     # Bytes: comm.all_reduce records the buffer it was handed (S = Ψ × 4 bytes) per call and rank;
     # a ring all-reduce puts 2(N−1)/N × S of it on each rank's wire.
@@ -338,6 +348,11 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                      f"local losses max diff {local_loss_diff:.1e}. Tolerance: the two differ only in how Δ is "
                      f"averaged (all-reduce vs a sum in one process), round-off ~1e-7 per sync; a wrong optimizer "
                      f"hyper-parameter moves θ by ~1e-3 or more"),
+        Check(name="held-out losses shown equal the references'", passed=eval_diff <= 1e-5, measured=eval_diff,
+              expected="≤ 1e-5", detail=f"DiLoCo's and DDP's held-out loss after each of the {T} syncs, every worker, "
+                     "relative to max(1, loss), against the single-process runs' models on the same batch; fp32: "
+                     "the parameters agree to ~1e-6 at the default settings, the loss moves by no more than its "
+                     "gradient times that; a loss of the wrong model differs by > 1e-2"),
         Check(name="every worker holds the same θ after each sync", passed=spread == 0.0, measured=spread,
               expected=0.0),
         Check(name="DDP baseline equals one process on the global batch",

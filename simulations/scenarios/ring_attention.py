@@ -249,6 +249,16 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                 transfer_time += t.end - t.start
                 overlap += sum(max(0.0, min(t.end, s.end) - max(t.start, s.start))
                                for s in f.spans if s.kind == "compute" and s.rank == t.src)
+    # In flight while computing, by the order of events (not by timing): at every step but the last, the
+    # next block's transfer is posted before the step's compute starts and completed after it ends.
+    hidden, expected_hidden = 0, 2 * n * (n - 1)
+    for f in frames:
+        if f.phase not in ("forward_step", "backward_step"):
+            continue
+        for t in f.transfers:
+            if (t.tensor or "").startswith("kv"):
+                computed = [s for s in f.spans if s.kind == "compute" and s.rank == t.src]
+                hidden += bool(computed) and all(t.start <= s.start and s.end <= t.end for s in computed)
 
     # Work: score elements each rank computed at each forward step, against the tile count of the layout.
     # A tile is c × c scores per head (a diagonal tile is computed whole, then masked). Zig-zag with a
@@ -281,6 +291,10 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
               expected=formula_fwd, detail="the K/V blocks go round the ring again in backward"),
         Check(name="backward dK/dV bytes per rank = N·(dK+dV block bytes)",
               passed=all(s == formula_dkv for s in sent["backward_dkv"]), measured=sent["backward_dkv"], expected=formula_dkv),
+        Check(name="each K/V block is in flight while the held one is computed", passed=hidden == expected_hidden,
+              measured=hidden, expected=expected_hidden,
+              detail="transfers whose span (posted → completed) encloses the rank's compute of that step, forward "
+                     "and backward, N − 1 steps each on N ranks: the order of events, not a timing"),
         Check(name="work per rank and step = the layout's tile count"
               + (" (zig-zag: equal on every rank)" if p.zigzag and p.causal else ""),
               passed=measured_work == expected_work, measured=work, expected=[sum(w) for w in expected_work],

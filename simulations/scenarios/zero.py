@@ -571,7 +571,8 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                             detail="fully_shard on each Linear and the root, on a CPU DeviceMesh of the same group"))
 
     # Model states: measured bytes per rank by role against REFERENCE.md's table.
-    formula = formulas.model_state_bytes(psi, p.precision, p.stage, n, p.cpu_offload)
+    # The padded Ψ: every unit is padded to a multiple of N so that it splits into equal shards.
+    formula = formulas.model_state_bytes(padded, p.precision, p.stage, n, p.cpu_offload)
     measured_states = [{k: r["measured"]["model_states"][k] for k in formulas.MODEL_STATE_ROLES} for r in results]
     worst = 0.0
     for states in measured_states:
@@ -579,16 +580,16 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
             got = states[role]
             worst = max(worst, abs(got - expected) / expected if expected else float(got != 0))
     by_role = ", ".join(f"{role} {measured_states[0][role]:,} vs {formula[role]:,.0f}" for role in formula)
-    checks.append(Check(name="model-state bytes per rank match REFERENCE.md within 5%", passed=worst <= 0.05,
+    checks.append(Check(name="model-state bytes per rank match REFERENCE.md", passed=worst == 0,
                         measured=sum(measured_states[0].values()), expected=sum(formula.values()),
-                        detail=f"rank 0, measured vs formula: {by_role}; worst relative error {worst:.2%} over "
-                               f"roles and ranks; Ψ = {psi}, padded to {padded} so every unit splits into {n} "
-                               f"equal shards"))
+                        detail=f"rank 0, measured vs formula: {by_role}; exact on every role and rank (worst "
+                               f"relative error {worst:.2%}), with Ψ = {psi} padded to {padded} so every unit splits "
+                               f"into {n} equal shards"))
     if p.cpu_offload:
         host = results[0]["measured"]["host"]["optimizer"]
-        host_formula = formulas.host_bytes(psi, p.stage, n, True)
+        host_formula = formulas.host_bytes(padded, p.stage, n, True)
         checks.append(Check(name="offloaded optimizer bytes on the host match 12Ψ (/N from stage 1)",
-                            passed=abs(host - host_formula) <= 0.05 * host_formula, measured=host,
+                            passed=host == host_formula, measured=host,
                             expected=host_formula))
 
     # Communication: elements per step, counted from the traced collectives.
@@ -629,6 +630,25 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
              for f in frames if "gathered" in f.ranks[0].memory for r in f.ranks
              if r.memory.get("gathered") != gathered_expected(f)]
     sampled = sum(1 for f in frames if "gathered" in f.ranks[0].memory)
+
+    # The other roles at every frame: parameters and optimizer states never change size; gradients never
+    # exceed what the stage keeps (stages 0–1: every unit's full gradient; 2–3: one unit's full gradient,
+    # between its backward and its reduce-scatter, plus this rank's averaged shards).
+    shard = padded // n
+    expected_params = (shard if p.stage == 3 else padded) * element
+    slice_ = shard if p.stage >= 1 else padded
+    expected_optimizer = 0 if p.cpu_offload else slice_ * (8 + (4 if p.precision == "bf16" else 0))
+    gradient_bound = (padded if p.stage <= 1 else max(padded_units) + shard) * element
+    off_role = [(f.index, f.phase, r.rank, {k: r.memory.get(k) for k in ("parameters", "optimizer", "gradients")})
+                for f in frames if "parameters" in f.ranks[0].memory for r in f.ranks
+                if r.memory["parameters"] != expected_params or r.memory.get("optimizer", 0) != expected_optimizer
+                or r.memory.get("gradients", 0) > gradient_bound]
+    checks.append(Check(name="memory by role at every frame within the stage's bounds", passed=not off_role,
+                        measured=f"{len(off_role)} rank-frame(s) off" if off_role else f"{sampled} frames × {n} ranks",
+                        expected=f"parameters {expected_params} B, optimizer {expected_optimizer} B, gradients "
+                                 f"≤ {gradient_bound} B",
+                        detail=(f"first off (frame, phase, rank, bytes): {off_role[:2]}" if off_role else
+                                "every rank, every frame, from the unit sizes and the stage")))
     checks.append(Check(name="gathered parameters held only while a unit runs", passed=not wrong and sampled > 0,
                         measured=f"{len(wrong)} frame(s) off" if wrong else f"{sampled} frames × {n} ranks as expected",
                         expected="stage 3: one unit's padded parameters from all-gather to free, else 0"

@@ -62,6 +62,10 @@ MUTANTS: list[Mutant] = [
     Mutant("ddp-allgather-wrong-chunk", "ddp", "send, receive = (rank + 1 - step) % n, (rank - step) % n",
            "send, receive = (rank - step) % n, (rank - step - 1) % n",
            "all-gather passes on the wrong chunk", DDP),
+    Mutant("ddp-optimizer-without-momentum", "ddp",
+           "optimizer = torch.optim.SGD(ddp.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)",
+           "optimizer = torch.optim.SGD(ddp.parameters(), lr=LEARNING_RATE)",
+           "the replicas' optimizer is built without momentum", {**DDP, "steps": 2}),
     # -- diloco ------------------------------------------------------------------------------------
     Mutant("diloco-no-nesterov", "diloco", "momentum=p.outer_momentum, nesterov=p.outer_momentum > 0)",
            "momentum=p.outer_momentum, nesterov=False)",
@@ -78,6 +82,9 @@ MUTANTS: list[Mutant] = [
     Mutant("diloco-no-restart", "diloco",
            "        vector_to_parameters(parameters_to_vector(global_model.parameters()).detach(), worker.parameters())\n",
            "", "workers do not restart from the new global parameters", DILOCO),
+    Mutant("diloco-eval-shows-ddp-model", "diloco", 'ev = {"diloco": float(mse(global_model(self.x_eval), self.y_eval)),',
+           'ev = {"diloco": float(mse(baseline(self.x_eval), self.y_eval)),',
+           "the held-out loss shown for DiLoCo is the DDP model's", DILOCO),
     # -- expert parallel ---------------------------------------------------------------------------
     Mutant("ep-capacity-off-by-one", "expert_parallel", "return experts, gates, position < cap",
            "return experts, gates, position <= cap", "each expert takes C + 1 tokens", EP),
@@ -135,6 +142,13 @@ MUTANTS: list[Mutant] = [
            "            if step < n - 1 else None\n        with trace.span(f\"grad kv{src}\"",
            "            if step < n else None\n        with trace.span(f\"grad kv{src}\"",
            "backward sends K/V one hop too many (same values)", RING),
+    Mutant("ring-forward-blocking-exchange", "ring_attention",
+           'pending = comm.sendrecv_async(kv, right, torch.empty_like(kv), left, group, chunk=src, name=f"kv{src}") \\\n'
+           "            if step < n - 1 else None  # the next block",
+           'pending = (lambda got: type("Done", (), {"wait": lambda self: got})())(comm.sendrecv('
+           'kv, right, torch.empty_like(kv), left, group, chunk=src, name=f"kv{src}")) \\\n'
+           "            if step < n - 1 else None  # the next block",
+           "forward exchanges K/V with a blocking sendrecv before computing: same values, no overlap", RING),
     Mutant("ring-lse-without-max", "ring_attention", 'lse = state["m"] + state["l"].log()', 'lse = state["l"].log()',
            "log-sum-exp saved without the running maximum", RING),
     Mutant("ring-dq-unscaled", "ring_attention", "dq[:, rows] += ds @ k * scale", "dq[:, rows] += ds @ k",

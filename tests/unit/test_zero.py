@@ -38,7 +38,7 @@ def test_measured_model_states_match_the_formula(run_scenario):
         assert abs(measured[role] - value) <= 0.05 * value, role
     # Against DDP's 16Ψ per rank, ZeRO-3 holds 16Ψ/N.
     assert sum(measured.values()) < 1.05 * sum(figures["model_states_ddp_formula"].values()) / n
-    assert checks_of(run)["model-state bytes per rank match REFERENCE.md within 5%"].passed
+    assert checks_of(run)["model-state bytes per rank match REFERENCE.md"].passed
 
 
 def test_stage3_gathers_before_use_and_frees_after(run_scenario):
