@@ -69,7 +69,9 @@ export function render(svg, { frame, meta, size }) {
       const perRow = Math.max(1, Math.min(values.length, Math.floor((boxW - 2 * PAD) / 14)));
       const cell = values.length ? Math.min(20, (boxW - 2 * PAD) / perRow) : 0;
       const cellRows = values.length ? Math.min(2, Math.ceil(values.length / perRow)) : 0;
-      const nameLine = `${tensor.name}${wide && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
+      // A narrow box keeps what tells tensors apart (unit1.param -> param; the caption names the unit).
+      const name = boxW < 130 && tensor.name.includes('.') ? tensor.name.split('.').pop() : tensor.name;
+      const nameLine = `${name}${wide && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
       const bytesText = bytes(tensor.bytes);
       const sameLine = textWidth(nameLine, NAME) + textWidth(bytesText, SMALL) + 16 <= boxW - 2 * PAD;
       const h = LINE + (sameLine ? 0 : LINE) + (values.length ? cellRows * cell + 6 : 0)
@@ -90,7 +92,8 @@ export function render(svg, { frame, meta, size }) {
         .attr('transform', `translate(${PAD},${y})`);
       t.append('text').attr('class', 'tensor-name').attr('y', NAME)
         .style('fill', roleColor(tensor.role)) // a style, so the stylesheet's text colour does not win
-        .text(fit(row.nameLine, row.sameLine ? boxW - 2 * PAD : boxW - 2 * PAD, NAME));
+        .text(fit(row.nameLine, boxW - 2 * PAD, NAME));
+      t.append('title').text(`${tensor.name} [${(tensor.shape ?? []).join('×')}]: ${row.bytesText}${tensor.note ? `, ${tensor.note}` : ''}`);
       let yy = LINE;
       if (row.sameLine) {
         t.append('text').attr('class', 'tensor-bytes').attr('x', boxW - 2 * PAD).attr('y', NAME)
