@@ -216,3 +216,14 @@ def test_a_refused_rerun_clears_the_old_run_and_says_why(browser, site):
         assert sim.locator(".sim-summary").text_content() == ""
     finally:
         context.close()
+
+
+def test_a_deep_link_lands_on_a_step_of_a_live_slide(browser, site):
+    slide = "zero3-live"
+    context, page = open_page(browser, reduced=True)
+    try:
+        go(page, site.export_url, slide, 5)
+        assert page.evaluate(f"() => {{ const p = window.distdeck.players.find(p => p.slide.id === '{slide}');"
+                             " return [p.stepIndex, p.index === p.steps[5][1]]; }") == [5, True]
+    finally:
+        context.close()
