@@ -61,7 +61,10 @@ MEASURE_JS = r"""
       });
     }
   }
-  return { texts, viewport: { w: window.innerWidth, h: window.innerHeight }, revealScale,
+  // A view that drew nothing (it failed) is a problem too: the names of the empty ones.
+  const empty = sims.flatMap((s) => Array.from(s.querySelectorAll('svg.sim-view'))
+    .filter((v) => !v.querySelector('.frame-layer text')).map((v) => v.getAttribute('class')));
+  return { texts, empty, viewport: { w: window.innerWidth, h: window.innerHeight }, revealScale,
            frame: sims.map((s) => s.dataset.frame), status: sims.map((s) => s.dataset.status) };
 }
 """
@@ -76,13 +79,15 @@ class Report:
     small: list[dict] = field(default_factory=list)
     overlaps: list[tuple[dict, dict]] = field(default_factory=list)
     outside: list[dict] = field(default_factory=list)
+    empty: list[str] = field(default_factory=list)
 
     @property
     def smallest(self) -> float:
         return min((t["px"] for t in self.texts), default=float("inf"))
 
     def problems(self) -> list[str]:
-        out = [f"{t['view']}: {t['text']!r} at {t['px']:.1f} px" for t in self.small]
+        out = [f"{view}: drew nothing" for view in self.empty]
+        out += [f"{t['view']}: {t['text']!r} at {t['px']:.1f} px" for t in self.small]
         out += [f"{a['view']}: {a['text']!r} overlaps {b['view']}: {b['text']!r}" for a, b in self.overlaps]
         out += [f"{t['view']}: {t['text']!r} outside the viewport {t['box']}" for t in self.outside]
         return out
@@ -96,7 +101,7 @@ def _intersection(a: dict, b: dict) -> tuple[float, float]:
 
 def measure(page, slide: str, step: int) -> Report:
     data = page.evaluate(MEASURE_JS, slide)
-    report = Report(slide, step, data["texts"], data["viewport"])
+    report = Report(slide, step, data["texts"], data["viewport"], empty=data["empty"])
     vw, vh = data["viewport"]["w"], data["viewport"]["h"]
     for t in report.texts:
         if t["px"] < (MIN_TICK_PX if t["tick"] else MIN_TEXT_PX) - 0.05:

@@ -15,9 +15,31 @@ function labelFor(name, field) {
   return field.description ?? name.replace(/_/g, ' ');
 }
 
+// The mesh's dimensions multiply to the ranks a run needs: a value whose product with the others
+// is more than the pool runs is not offered (the server would refuse it with a 422).
+const MESH_DIMS = ['dp', 'pp', 'tp'];
+
+function offerOnlyRunnable(container, schema) {
+  const selects = MESH_DIMS.map((dim) => container.querySelector(`select[name=${dim}]`)).filter(Boolean);
+  if (selects.length < 2) return;
+  const limit = Math.min(...selects.map((el) => fieldSchema(schema, el.name).maximum ?? Infinity));
+  const update = () => {
+    for (const el of selects) {
+      const others = selects.filter((o) => o !== el).reduce((acc, o) => acc * Number(o.value), 1);
+      for (const option of el.options) {
+        if (option.dataset.recorded === 'false') continue;
+        option.disabled = Number(option.value) * others > limit;
+      }
+    }
+  };
+  for (const el of selects) el.addEventListener('change', update);
+  update();
+}
+
 /**
  * `choices(name)`: the values a static export recorded for this control (null: any value). A
- * number becomes a choice among them; an enum's other values are shown disabled.
+ * number becomes a choice among them; an enum's other values are shown disabled. A small range
+ * of integers is a choice too, so values that cannot run can be left out.
  */
 export function buildControls(container, schema, names, values, onChange, { choices = () => null } = {}) {
   container.replaceChildren();
@@ -30,14 +52,18 @@ export function buildControls(container, schema, names, values, onChange, { choi
     label.title = labelFor(name, field);
     let input;
     const recorded = field.type === 'boolean' ? null : choices(name);
-    if (field.enum || recorded) {
+    const smallRange = field.type === 'integer' && field.minimum !== undefined && field.maximum !== undefined
+      && field.maximum - field.minimum <= 16
+      ? Array.from({ length: field.maximum - field.minimum + 1 }, (_, i) => field.minimum + i) : null;
+    if (field.enum || recorded || smallRange) {
       input = document.createElement('select');
-      for (const option of field.enum ?? recorded) {
+      for (const option of field.enum ?? recorded ?? smallRange) {
         const el = document.createElement('option');
         el.value = option;
         el.textContent = option;
         if (recorded && !recorded.includes(option)) {
           el.disabled = true;
+          el.dataset.recorded = 'false';
           el.textContent = `${option} (live server only)`;
         }
         input.append(el);
@@ -70,4 +96,5 @@ export function buildControls(container, schema, names, values, onChange, { choi
     label.append(caption, input);
     container.append(label);
   }
+  offerOnlyRunnable(container, schema);
 }

@@ -34,8 +34,11 @@ function restore(el, prop, value) {
 
 const numbers = (s) => (s.match(/-?[\d.]+(?:e-?\d+)?/g) ?? []).length;
 
+/** A mark with no parts of its own (a tooltip <title> does not count). */
 function isLeaf(el) {
-  return !el.firstElementChild || el.tagName === 'text';
+  if (el.tagName === 'text') return true;
+  for (const child of el.children) if (child.tagName !== 'title') return false;
+  return true;
 }
 
 /** Complete `svg`'s running transition now: every mark at its end state, the old layer gone. */

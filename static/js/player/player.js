@@ -104,8 +104,10 @@ const playersOfSlide = new Map();
 function joinSlide(player) {
   const slide = player.slide;
   let list = playersOfSlide.get(slide);
-  if (!list) {
-    list = [];
+  if (list) {
+    list.push(player);
+  } else {
+    list = [player]; // before registering: registering may already ask the stepper where it is
     playersOfSlide.set(slide, list);
     registerStepper(slide, {
       get count() { return Math.max(1, ...list.map((p) => p.stepCount())); },
@@ -114,7 +116,6 @@ function joinSlide(player) {
       go(k) { for (const p of list) p.goStep(k); },
     });
   }
-  list.push(player);
 }
 
 function parseJson(text, fallback) {

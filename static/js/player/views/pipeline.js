@@ -44,7 +44,7 @@ export function render(svg, { frames, index, frame, summary, size }) {
   const narrow = W < 760;
 
   const left = textWidth(narrow ? 'r0' : 'rank 0', LABEL) + 16;
-  const right = narrow ? textWidth('8 mb', LABEL) + 16 : textWidth('8 mb · 1.02 kB', LABEL) + 20;
+  const right = narrow ? textWidth('held', LABEL) + 16 : textWidth('8 · 1.02 kB', LABEL) + 24;
   const top = 34;
   const kinds = info.schedule === 'zero_bubble' ? ['F', 'B', 'W'] : ['F', 'B'];
   const legendRows = narrow ? 2 : 1;
@@ -129,7 +129,8 @@ export function render(svg, { frames, index, frame, summary, size }) {
   const maxBytes = d3.max(frames, (f) => d3.max(f.ranks, (s) => s.extra.in_flight_bytes ?? 0)) || 1;
   const barX = chartRight + 4;
   const barW = right - 12;
-  svg.append('text').attr('x', barX).attr('y', 24).attr('class', 'lane-label').text('in flight');
+  svg.append('text').attr('x', barX).attr('y', 24).attr('class', 'lane-label').text('held')
+    .append('title').text('micro-batches in flight on each rank (forward done, backward not yet) and their activations');
   const bars = svg.append('g').selectAll('g').data(held).join('g');
   bars.append('rect').attr('data-key', (h) => `held-${h.rank}`).attr('x', barX)
     .attr('y', (h) => y(h.rank) + lane / 2 + 4)
@@ -137,7 +138,7 @@ export function render(svg, { frames, index, frame, summary, size }) {
     .attr('fill', 'var(--role-activations, #c792ea)')
     .append('title').text((h) => `rank ${h.rank}: ${h.count} micro-batches in flight, ${bytes(h.bytes)} of activations`);
   bars.append('text').attr('class', 'bar-total').attr('x', barX).attr('y', (h) => y(h.rank) + lane / 2)
-    .text((h) => (narrow ? `${h.count} mb` : `${h.count} mb · ${bytes(h.bytes)}`));
+    .text((h) => (narrow ? `${h.count}` : `${h.count} · ${bytes(h.bytes)}`));
 
   // Legend and the bubble so far (counted on the frames), with the formula once the run is done.
   const idle = cells.filter((c) => !c.action).length;
@@ -154,9 +155,9 @@ export function render(svg, { frames, index, frame, summary, size }) {
     lx += w;
   }
   if (info.virtual_stages > 1 && !narrow) {
-    legend.append('text').attr('class', 'legend-label').attr('x', lx).attr('y', ly).text('paler: second chunk');
+    legend.append('text').attr('class', 'legend-label').attr('x', lx).attr('y', ly).text('darker: second chunk');
   }
-  let line = cells.length ? `bubble so far: ${idle} of ${cells.length} rank-slots` : '';
+  let line = cells.length ? `bubble so far: ${idle} of ${cells.length} rank-slots idle · held: micro-batches in flight` : '';
   const fig = summary?.figures;
   if (fig && current >= T - 1) {
     line = `bubble ${pct(fig.bubble_fraction_slots)} measured · ${FORMULA[info.schedule]} = ${pct(fig.bubble_fraction_formula)}`;

@@ -33,7 +33,7 @@ export function render(svg, { frame, meta, size }) {
   const maxOps = d3.max(collectives, ([, ops]) => ops.length) ?? 0;
   const wraps = p2p.some((t) => Math.abs(t.dst - t.src) > 1);
   // Room under the boxes: arrows (deeper for a wrap-around) or collective badges (two lines each).
-  const zone = p2p.length ? (wraps ? 92 : 56) : maxOps ? 12 + maxOps * 2 * LINE : 0;
+  const zone = p2p.length ? (wraps ? 112 : 72) : maxOps ? 12 + maxOps * 2 * LINE : 0;
   const gap = n > 4 ? 8 : 14;
   const boxW = (W - gap * (n + 1)) / n;
   const boxH = H - zone - 8;
@@ -69,7 +69,9 @@ export function render(svg, { frame, meta, size }) {
       const perRow = Math.max(1, Math.min(values.length, Math.floor((boxW - 2 * PAD) / 14)));
       const cell = values.length ? Math.min(20, (boxW - 2 * PAD) / perRow) : 0;
       const cellRows = values.length ? Math.min(2, Math.ceil(values.length / perRow)) : 0;
-      const nameLine = `${tensor.name}${wide && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
+      // A narrow box keeps what tells tensors apart (unit1.param -> param; the caption names the unit).
+      const name = boxW < 130 && tensor.name.includes('.') ? tensor.name.split('.').pop() : tensor.name;
+      const nameLine = `${name}${wide && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
       const bytesText = bytes(tensor.bytes);
       const sameLine = textWidth(nameLine, NAME) + textWidth(bytesText, SMALL) + 16 <= boxW - 2 * PAD;
       const h = LINE + (sameLine ? 0 : LINE) + (values.length ? cellRows * cell + 6 : 0)
@@ -90,7 +92,8 @@ export function render(svg, { frame, meta, size }) {
         .attr('transform', `translate(${PAD},${y})`);
       t.append('text').attr('class', 'tensor-name').attr('y', NAME)
         .style('fill', roleColor(tensor.role)) // a style, so the stylesheet's text colour does not win
-        .text(fit(row.nameLine, row.sameLine ? boxW - 2 * PAD : boxW - 2 * PAD, NAME));
+        .text(fit(row.nameLine, boxW - 2 * PAD, NAME));
+      t.append('title').text(`${tensor.name} [${(tensor.shape ?? []).join('×')}]: ${row.bytesText}${tensor.note ? `, ${tensor.note}` : ''}`);
       let yy = LINE;
       if (row.sameLine) {
         t.append('text').attr('class', 'tensor-bytes').attr('x', boxW - 2 * PAD).attr('y', NAME)
@@ -129,14 +132,17 @@ export function render(svg, { frame, meta, size }) {
     const x1 = x(t.src) + boxW / 2 + (t.dst > t.src ? 10 : -10);
     const x2 = x(t.dst) + boxW / 2 + (t.dst > t.src ? -10 : 10);
     const span = Math.abs(t.dst - t.src);
+    // Neighbours: a short arc; a wrap-around runs down, under the neighbours' labels, and back up.
     const depth = span > 1 ? 64 : 30;
-    const path = `M${x1},${baseY} C${x1},${baseY + depth} ${x2},${baseY + depth} ${x2},${baseY}`;
+    const path = span > 1
+      ? `M${x1},${baseY} V${baseY + depth} H${x2} V${baseY}`
+      : `M${x1},${baseY} C${x1},${baseY + depth} ${x2},${baseY + depth} ${x2},${baseY}`;
     arrows.append('path').attr('class', `transfer transfer-${t.op}`).attr('data-at', frame.index).attr('d', path)
       .attr('marker-end', 'url(#sim-arrow)')
       .append('title').text(`rank ${t.src} → rank ${t.dst}: ${bytes(t.bytes)}${t.chunk != null ? `, chunk ${t.chunk}` : ''}`);
-    const label = `${bytes(t.bytes)}${t.chunk != null && span <= 1 && boxW + gap > 150 ? ` · c${t.chunk}` : ''}`;
+    const label = `${bytes(t.bytes)}${t.chunk != null && boxW + gap > 150 ? ` · c${t.chunk}` : ''}`;
     arrows.append('text').attr('class', 'transfer-label').attr('x', (x1 + x2) / 2)
-      .attr('y', baseY + depth * 0.75 + (span > 1 ? 20 : 6)).attr('text-anchor', 'middle')
+      .attr('y', baseY + (span > 1 ? depth + 20 : depth * 0.75 + 22)).attr('text-anchor', 'middle') // under its line
       .text(fit(label, span > 1 ? W : boxW + gap, SMALL + 1));
   });
 

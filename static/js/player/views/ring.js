@@ -35,7 +35,7 @@ export function render(svg, { frames, index, frame, size }) {
   const n = frame.ranks.length;
   // Three columns drawn for the pane: the ring, the attention matrix, the per-rank step lanes.
   const ringW = W * 0.36;
-  const RING = { cx: ringW / 2 + 4, cy: (H + 30) / 2, r: Math.max(60, Math.min(ringW / 2 - 56, (H - 30) / 2 - 44)) };
+  const RING = { cx: ringW / 2 + 4, cy: (H + 30) / 2, r: Math.max(60, Math.min(ringW / 2 - 70, (H - 30) / 2 - 50)) };
   const msize = Math.max(120, Math.min(W * 0.3, H - 90));
   const MATRIX = { x: ringW + 44, y: 62, size: msize };
   const LANES = { x: MATRIX.x + msize + 24, w: Math.max(120, W - (MATRIX.x + msize + 24) - 10) };
@@ -70,11 +70,11 @@ export function render(svg, { frames, index, frame, size }) {
       .attr('x2', x2 - ux * (nodeR + 3)).attr('y2', y2 - uy * (nodeR + 3))
       .attr('marker-end', sent.length ? 'url(#ring-arrow)' : null);
     // Outside the ring, beside its hop: the bytes that crossed it at this step.
-    const [lx, ly] = at(r + 0.5, RING.r + 30);
+    const [lx, ly] = at(r + 0.5, RING.r + 22);
     const labels = sent.length ? [bytes(d3.sum(sent, (t) => t.bytes))] : [];
     labels.forEach((text) => {
       arrows.append('text').attr('class', 'transfer-label').attr('x', lx).attr('y', ly + 6)
-        .attr('text-anchor', lx < RING.cx - 10 ? 'end' : lx > RING.cx + 10 ? 'start' : 'middle').text(text)
+        .attr('text-anchor', 'middle').text(text)
         .append('title').text(sent.map((t) => `${t.tensor ?? t.op}: ${bytes(t.bytes)}`).join(', '));
     });
   }
@@ -82,17 +82,17 @@ export function render(svg, { frames, index, frame, size }) {
     .attr('data-key', (s) => `ring-${s.rank}`).attr('transform', (s) => `translate(${at(s.rank).join(',')})`);
   nodes.append('circle').attr('r', nodeR).attr('class', 'rank-box').style('stroke', (s) => color(s.rank)).style('stroke-width', 3);
   const lines = roomy ? 3 : nodeR >= 34 ? 2 : 1;
-  const y0 = -((lines - 1) * 22) / 2 + 7;
+  const y0 = -((lines - 1) * 24) / 2 + 7;
   nodes.append('text').attr('class', 'rank-title').attr('text-anchor', 'middle').attr('y', y0)
     .text((s) => `r${s.rank}`);
   const kvText = (s) => (isStep ? `KV ${list(s.extra.kv_chunks)}` : `KV ${list(layout.chunks_of_rank[s.rank])}`);
   if (lines === 3) {
-    nodes.append('text').attr('class', 'tensor-note').attr('text-anchor', 'middle').attr('y', y0 + 22)
+    nodes.append('text').attr('class', 'tensor-note').attr('text-anchor', 'middle').attr('y', y0 + 24)
       .text((s) => fit(`Q ${list(layout.chunks_of_rank[s.rank])}`, 2 * nodeR - 8, LABEL));
   }
   if (lines >= 2) {
     // The K/V block a rank holds, in the colour of the rank it came from: it visibly moves round.
-    nodes.append('text').attr('class', 'tensor-note').attr('text-anchor', 'middle').attr('y', y0 + 22 * (lines - 1))
+    nodes.append('text').attr('class', 'tensor-note').attr('text-anchor', 'middle').attr('y', y0 + 24 * (lines - 1))
       .style('fill', (s) => (isStep ? color(s.extra.holds) : null))
       .text((s) => fit(kvText(s), 2 * nodeR - 8, LABEL));
   }

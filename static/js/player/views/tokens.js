@@ -17,9 +17,9 @@ function latest(frames, index, phase) {
   return null;
 }
 
-export function render(svg, { frames, index, frame, size }) {
+export function render(svg, { frames, index, frame, size: pane }) {
   const d3 = window.d3;
-  const { width: W, height: H0 } = size;
+  const { width: W, height: H0 } = pane;
   const H = H0 - 28; // the capacity line's label sits under the bars
   // Tokens on the left, experts on the right, the all-to-all matrix between them when it runs.
   const TOKENS_X = [8, W * 0.3];
