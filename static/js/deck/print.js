@@ -110,6 +110,16 @@ export async function printLiveSlides(reveal, { concurrency = 2 } = {}) {
     bySlide.get(player.slide)?.players.push(player);
   }
   const queue = Array.from(bySlide.entries());
+  // On screen only (never printed): how far the live slides are, so a reader knows when to print.
+  const status = Object.assign(document.createElement('p'), { className: 'print-status' });
+  status.setAttribute('role', 'status');
+  document.body.append(status);
+  let done = 0;
+  const report = () => {
+    status.textContent = `Preparing the live slides for print: ${done} of ${bySlide.size}…`;
+    document.documentElement.dataset.printProgress = `${done}/${bySlide.size}`;
+  };
+  report();
   const worker = async () => {
     while (queue.length) {
       const [slide, { page, players: own }] = queue.shift();
@@ -119,6 +129,8 @@ export async function printLiveSlides(reveal, { concurrency = 2 } = {}) {
       } catch (err) {
         console.warn('distdeck: could not print', slide.id, err); // eslint-disable-line no-console
       }
+      done += 1;
+      report();
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
@@ -126,5 +138,6 @@ export async function printLiveSlides(reveal, { concurrency = 2 } = {}) {
   await sleep(500);
   await until(() => !document.querySelector('.reveal [data-busy]'), 300_000, 200);
   reveal.layout();
+  status.textContent = 'Ready to print: every live slide has a page per step.';
   document.documentElement.classList.add('print-ready');
 }
