@@ -214,3 +214,27 @@ def test_a_widget_chooses_its_views_by_size_and_its_own_text_is_readable(context
 def test_a_widgets_views_keep_text_at_12px(context_for, site, size):
     measured = widget_text(context_for, site, *size)
     assert measured["views"][0] >= 12, measured
+
+
+def test_open_in_a_new_tab_carries_the_readers_changes_and_position(context_for, site):
+    src = f"{site.server_url}/embed/ddp?world_size=4&controls=world_size&views=ranks"
+    blog = snippet(src)
+    try:
+        page = context_for(viewport={"width": 1280, "height": 900}).new_page()
+        page.goto(blog.url)
+        frame = page.locator("#widget").element_handle().content_frame()
+        frame.wait_for_selector("html.deck-ready")
+        wait_for_run(frame)
+        control = frame.locator(".sim-controls [name=world_size]")
+        control.fill("2")
+        control.dispatch_event("change")
+        frame.wait_for_function("() => window.distdeck.players[0].meta?.params.world_size === 2", timeout=RUN_TIMEOUT_MS)
+        wait_for_run(frame)
+        frame.locator(".reveal").click(position={"x": 40, "y": 40})
+        page.keyboard.press("ArrowRight")
+        frame.wait_for_function("() => window.distdeck.position().step === 1")
+        href = frame.evaluate("() => document.getElementById('embed-open').href")
+        assert href.startswith(f"{site.server_url}/embed/ddp?") and "world_size=2" in href and "world_size=4" not in href
+        assert href.endswith("#/widget/1"), href
+    finally:
+        blog.close()

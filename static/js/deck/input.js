@@ -30,16 +30,21 @@ const SWIPE_PX = 40;
 
 export function start(reveal) {
   const controls = reveal.getRevealElement().querySelector('.controls');
-  // Capture phase on the container runs before reveal's listeners on the buttons themselves.
-  controls?.addEventListener('click', (event) => {
+  // reveal's arrows act on touchstart and click (touchend on Android); capture all three on the
+  // container, before reveal's listeners on the buttons: a tap steps once (touchstart, whose
+  // preventDefault also stops the click that would follow), a mouse click steps once.
+  const onArrow = (event) => {
     const button = event.target.closest('button');
     if (!button || reveal.isOverview()) return;
-    if (button.matches('.navigate-right, .navigate-next, .navigate-down')) next();
-    else if (button.matches('.navigate-left, .navigate-prev, .navigate-up')) prev();
-    else return;
+    const forward = button.matches('.navigate-right, .navigate-next, .navigate-down');
+    if (!forward && !button.matches('.navigate-left, .navigate-prev, .navigate-up')) return;
+    if (event.type !== 'touchend') (forward ? next : prev)();
     event.preventDefault();
     event.stopPropagation();
-  }, true);
+  };
+  for (const type of ['touchstart', 'touchend', 'click']) {
+    controls?.addEventListener(type, onArrow, { capture: true, passive: false });
+  }
 
   const slides = reveal.getSlidesElement();
   slides.setAttribute('data-prevent-swipe', '');

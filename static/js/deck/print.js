@@ -76,11 +76,12 @@ function copyControlValues(from, to) {
   });
 }
 
+/** Copies of a live slide's page, one per step (kept out of the document: every step re-renders). */
 async function pagesFor(page, slide) {
   const stepper = stepperOf(slide);
   const sims = Array.from(page.querySelectorAll('.live-sim'));
   await until(() => !stepper?.pending, 180_000, 100);
-  if (!stepper) return;
+  if (!stepper) return [];
   const copies = [];
   const drawn = () => sims.every((sim) => Array.from(sim.querySelectorAll('.sim-view')).some((v) => v.childElementCount));
   for (let k = 0; k < stepper.count; k += 1) {
@@ -96,8 +97,7 @@ async function pagesFor(page, slide) {
     copy.dataset.step = String(k);
     copies.push(copy);
   }
-  page.before(...copies);
-  page.classList.add('pdf-live-source');
+  return copies;
 }
 
 /** Call once reveal.js has laid out the print pages; resolves when every live slide's pages are in. */
@@ -110,21 +110,41 @@ export async function printLiveSlides(reveal, { concurrency = 2 } = {}) {
     bySlide.get(player.slide)?.players.push(player);
   }
   const queue = Array.from(bySlide.entries());
+  // On screen only (never printed): how far the live slides are, so a reader knows when to print.
+  const status = Object.assign(document.createElement('p'), { className: 'print-status' });
+  status.setAttribute('role', 'status');
+  document.body.append(status);
+  let done = 0;
+  const printed = [];
+  const report = () => {
+    status.textContent = `Preparing the live slides for print: ${done} of ${bySlide.size}…`;
+    document.documentElement.dataset.printProgress = `${done}/${bySlide.size}`;
+  };
+  report();
   const worker = async () => {
     while (queue.length) {
       const [slide, { page, players: own }] = queue.shift();
       for (const player of own) player.start();
       try {
-        await pagesFor(page, slide);
+        printed.push([page, await pagesFor(page, slide)]);
       } catch (err) {
         console.warn('distdeck: could not print', slide.id, err); // eslint-disable-line no-console
       }
+      done += 1;
+      report();
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
+  // Into the document at the end, all at once: while players render, it stays the size it was.
+  for (const [page, copies] of printed) {
+    if (!copies.length) continue;
+    page.before(...copies);
+    page.classList.add('pdf-live-source');
+  }
   // A slide's own script that measures runs for a figure (pp-bubble-plot) marks itself busy.
   await sleep(500);
   await until(() => !document.querySelector('.reveal [data-busy]'), 300_000, 200);
   reveal.layout();
+  status.textContent = 'Ready to print: every live slide has a page per step.';
   document.documentElement.classList.add('print-ready');
 }
