@@ -161,9 +161,9 @@ def run(ctx: RankContext, p: Params) -> dict:
 
     result = {"coord": (replica, shard), "loss": loss.item(), "shards": [u.shard.cpu() for u in units],
               "grads": [g.cpu() for g in grads], "ranges": [(u.lo, u.hi) for u in units]}
-    result["fsdp2"] = train_with_fully_shard(ctx, p, mesh, x, y)
-    trace.frame("done", f"After {p.steps} step(s): the same model as plain single-process training (see the checks)",
-                extra=story.extra)
+    story.frame("done", f"After {p.steps} SGD step{'s' if p.steps > 1 else ''}: the same model as plain "
+                f"single-process training, and as torch's own HSDP (see the checks)")
+    result["fsdp2"] = train_with_fully_shard(ctx, p, mesh, x, y)  # untraced, after the last frame
     return result
 
 
