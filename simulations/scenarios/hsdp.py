@@ -1,18 +1,18 @@
 """Hybrid sharded data parallel (HSDP): shard inside a group of ranks, replicate across groups.
 
 Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel" (VLDB 2023,
-arXiv:2304.11277), section 3.2.2, "hybrid sharding"; the same idea as ZeRO++'s hierarchical
-partitioning (Wang et al., arXiv:2306.10209). Full sharding over every rank (ZeRO-3) makes every
-all-gather and reduce-scatter span the whole cluster, crossing the slow links between nodes three
-times per step. HSDP puts the ranks on a 2-D mesh, replicas × shards: the model is sharded, as
+arXiv:2304.11277), section 3.2.2, "hybrid sharding" (ZeRO++'s hierarchical partitioning, Wang et
+al., arXiv:2306.10209, applies the same topology idea to the parameter gathers only). Full
+sharding over every rank (ZeRO-3) makes every all-gather and reduce-scatter span the whole
+cluster, crossing the slow links between nodes three times per step. HSDP puts the ranks on a 2-D mesh, replicas × shards: the model is sharded, as
 FSDP does, only over the `shards` ranks of one group (one node: fast links), and each group is a
 whole replica of the model. Per step:
 
 - inside the shard group: all-gather each unit's parameters before its forward, again before its
   backward, and reduce-scatter its gradient, as ZeRO-3 does (3Ψ);
 - across replica groups: all-reduce the gradient shard the reduce-scatter left on this rank, with
-  the ranks that hold the same shard in every other replica: 2(R−1)/R · Ψ/S bytes, S times less
-  than a data-parallel all-reduce would send between nodes.
+  the ranks that hold the same shard in every other replica: 2(R−1)/R · Ψ/S bytes, about S times
+  less than the 2(W−1)/W · Ψ a data-parallel all-reduce over all W ranks would send.
 
 Rank = replica · shards + shard: a shard group is consecutive ranks (one node); a replicate group
 takes one rank from each node. Each Linear layer is one unit, flattened, padded to a multiple of
@@ -161,9 +161,9 @@ def run(ctx: RankContext, p: Params) -> dict:
 
     result = {"coord": (replica, shard), "loss": loss.item(), "shards": [u.shard.cpu() for u in units],
               "grads": [g.cpu() for g in grads], "ranges": [(u.lo, u.hi) for u in units]}
-    result["fsdp2"] = train_with_fully_shard(ctx, p, mesh, x, y)
-    trace.frame("done", f"After {p.steps} step(s): the same model as plain single-process training (see the checks)",
-                extra=story.extra)
+    story.frame("done", f"After {p.steps} SGD step{'s' if p.steps > 1 else ''}: the same model as plain "
+                f"single-process training, and as torch's own HSDP (see the checks)")
+    result["fsdp2"] = train_with_fully_shard(ctx, p, mesh, x, y)  # untraced, after the last frame
     return result
 
 

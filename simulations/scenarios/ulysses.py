@@ -45,8 +45,8 @@ class Params(BaseModel):
     method: Literal["all_to_all", "all_gather_kv"] = Field(
         "all_to_all", description="all_to_all: Ulysses (heads for tokens); all_gather_kv: gather the whole K/V")
     seq_len: int = Field(16, ge=2, le=512, description="Sequence length (divisible by world_size)")
-    heads: int = Field(4, ge=1, le=16, description="Attention heads (divisible by world_size for all_to_all)")
-    head_dim: int = Field(4, ge=1, le=64, description="Size of one head")
+    heads: int = Field(8, ge=1, le=16, description="Attention heads (divisible by world_size for all_to_all)")
+    head_dim: int = Field(2, ge=1, le=64, description="Size of one head")
     causal: bool = Field(True, description="Causal mask: a token attends to itself and earlier tokens")
     seed: int = Field(0, ge=0, le=2**31 - 1)
 
