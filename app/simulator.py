@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -38,10 +39,16 @@ class DeckRuns:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._keys: set[str] | None = None
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        with self._lock:
+            if self._keys is None:
+                self._keys = self._read()
 
     def __call__(self, key: str) -> bool:
         if self._keys is None:
-            self._keys = self._read()
+            self.load()
         return key in self._keys
 
     def _read(self) -> set[str]:
@@ -64,10 +71,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                                       job_timeout_s=settings.job_timeout_s)
     if owned and settings.start_pool_on_startup:
         pool.start(background=True)  # serve the deck at once; the ranks join in the background
+    deck_runs = DeckRuns(settings)
+    threading.Thread(target=deck_runs.load, daemon=True, name="deck-runs").start()  # renders the slides once
     app.state.simulator = Simulator(
         pool, cache_bytes=settings.cache_mb << 20, max_queued=settings.max_queued_runs,
         per_client=settings.runs_per_client, max_run_bytes=settings.max_run_mb << 20, max_run_s=settings.max_run_s,
-        abandon_grace_s=settings.abandoned_run_grace_s, keep=DeckRuns(settings))
+        abandon_grace_s=settings.abandoned_run_grace_s, keep=deck_runs)
     app.state.recorded_runs = load_recorded_runs(settings.runs_dir)
     try:
         yield

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from app.main import create_app
 from app.settings import Settings
+from simulations.runtime import RankPool
 from tests.api.test_serving import live_server
 
 pytestmark = pytest.mark.slow
@@ -25,12 +26,17 @@ FUZZ = {"deadline": None, "derandomize": True, "database": None, "phases": [Phas
 
 
 @pytest.fixture(scope="module")
-def url(pool):
-    # Short runs: a fuzzed run past 2 s is stopped as too large (an `error` event, a 422 for a trace),
-    # which is also what keeps this test's time bounded.
+def url():
+    # Bounded time: a pool of 2 ranks (a run for more is a 422 at once), and a fuzzed run past 2 s is
+    # stopped as too large (an `error` event; a 422 for a trace).
+    pool = RankPool(size=2, backend="gloo", job_timeout_s=30)
+    pool.start(background=False)
     app = create_app(Settings(max_run_s=2, runs_per_client=100, max_queued_runs=100), pool=pool)
-    with live_server(app) as url:
-        yield url
+    try:
+        with live_server(app) as url:
+            yield url
+    finally:
+        pool.close()
 
 
 @schema.exclude(path_regex=RUNS).parametrize()
