@@ -48,8 +48,8 @@ def dp_sync(psi: float, zero_stage: int, dp: int, stride: int = 1, gpu_name: str
 
 def compute_per_token(psi: float, gpu_name: str = GPU) -> float:
     """Seconds one GPU needs for the 6Ψ FLOPs of one token (forward and backward) at the catalog's
-    largest achievable matmul rate: a lower bound on compute."""
-    return 6 * psi / gpu(gpu_name).matmul_flops
+    sustained matmul rate: a lower bound on compute."""
+    return 6 * psi / gpu(gpu_name).sustained_flops
 
 
 def tokens_to_hide(sync: Sync, psi: float, gpu_name: str = GPU) -> float:
