@@ -360,7 +360,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         zero3_b = max(0.0, z3_gather + z3_scatter - lt.backward_input - lt.backward_weight - lt.recompute)
     layers_per_chunk = math.ceil(model.layers / (p * v))  # uneven splits: the busiest stage sets the pace
     f_layer = lt.forward + lt.tp_forward + lt.cp_exposed / 3 + lt.ep_exposed / 2 + zero3_f
-    tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight)
+    tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight) if layout.overlap_tp_comm else lt.tp_backward
     bi_layer = lt.backward_input + lt.recompute + tp_bwd_exposed + 2 * lt.cp_exposed / 3 + lt.ep_exposed / 2
     if layout.recompute == "full":
         bi_layer += lt.tp_forward  # the replayed forward communicates again

@@ -9,7 +9,8 @@ Megatron-LM", SC 2021 (arXiv:2104.04473), Table 1: GPT models on A100 80 GB (Sel
 Micro-batch sizes, interleaving (layers per virtual stage) and the data-parallel implementation
 (torch DDP, which overlaps the gradient all-reduce with backward, for the four smallest; Megatron's
 local DDP, reducing after backward, for the others) from the paper's reproduction scripts,
-NVIDIA/Megatron-LM examples/sc21/run_table_1.sh. Published: achieved teraFLOP/s per GPU, counted with
+NVIDIA/Megatron-LM examples/sc21/run_table_1.sh. Tensor parallelism's backward all-reduce waits for the
+input gradient: overlapping it with the weight gradients came with Korthikanti et al. (2022, sec. 6.2). Published: achieved teraFLOP/s per GPU, counted with
 the paper's eq. 3, F = 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration.
 
 Table B: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", MLSys 2023
@@ -25,9 +26,9 @@ README_405b.md, NeMo 24.09, BF16): Llama 3.1 70B with TP 4, PP 4, CP 2, VP 5, mi
 405B recipe trains with the GPT-2 BPE tokenizer as a proxy (its README): vocabulary 50,257, which
 Megatron pads to a multiple of 128 × TP (51,200); the 70B one with Llama 3's 128,256 (padded: 128,512).
 
-The issue's target is every row within 15 % and the median within 10 %. Tables B and C meet the
-15 % on every row; Table A (2021) reads 8 to 17 % fast, median 14 %: the model is still optimistic on the
-oldest runs. The bounds asserted below are what it meets today, kept so that a regression shows.
+The issue's target is every row within 15 % and the median within 10 %: tables A and B meet both, table C
+every row (its median is 12 %). The model still reads fast on nearly every row (see `-s`): the error
+is one-sided, which says something is missing rather than noise.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def narayanan_rows():
     for params, heads, hidden, layers, tp, pp, gpus, batch, mb, v, overlap, published in NARAYANAN_TABLE_1:
         layout = Layout(tp=tp, pp=pp, zero_stage=0, schedule="interleaved_1f1b" if v > 1 else "1f1b",
                         virtual_stages=v, micro_batch=mb, global_batch=batch, recompute="full",
-                        sequence_parallel=False, overlap_grad_reduce=overlap)
+                        sequence_parallel=False, overlap_grad_reduce=overlap, overlap_tp_comm=False)
         e = estimate(gpt(layers, hidden, heads), cluster("a100-80gb", gpus), layout)
         flops = 96 * batch * SEQ * layers * hidden**2 * (1 + SEQ / (6 * hidden) + VOCAB / (16 * layers * hidden))
         predicted = flops / e.step_time_s / gpus / 1e12
@@ -128,8 +129,8 @@ def test_narayanan_table_1_throughput_per_gpu():
     rows = narayanan_rows()
     errors = _report("Narayanan et al. SC'21 Table 1 (TFLOP/s per GPU)", rows, "TFLOP/s")
     assert all(r[5].fits for r in rows)  # every published layout fits in 80 GB in the model too
-    assert max(errors) <= 0.20
-    assert statistics.median(errors) <= 0.15
+    assert max(errors) <= 0.15  # the issue's target, met
+    assert statistics.median(errors) <= 0.10
 
 
 def test_korthikanti_table_5_iteration_time():
