@@ -27,7 +27,10 @@ function fetchProjection(scenario, params) {
   if (!answers.has(key)) {
     answers.set(key, fetch(`/api/estimate/replay?${key}`).then(async (response) => {
       const body = await response.json().catch(() => ({}));
-      if (!response.ok) throw new Error(body.detail?.[0]?.msg ?? 'no modelled cluster for this run');
+      if (!response.ok) {
+        throw new Error(typeof body.detail === 'string' ? body.detail  // a static export: needs the server
+          : body.detail?.[0]?.msg ?? 'no modelled cluster for this run');
+      }
       return body;
     }));
   }
