@@ -48,8 +48,8 @@ def dp_sync(psi: float, zero_stage: int, dp: int, stride: int = 1, gpu_name: str
 
 def compute_per_token(psi: float, gpu_name: str = GPU) -> float:
     """Seconds one GPU needs for the 6Ψ FLOPs of one token (forward and backward) at the catalog's
-    largest achievable matmul rate: a lower bound on compute."""
-    return 6 * psi / gpu(gpu_name).matmul_flops
+    sustained matmul rate: a lower bound on compute."""
+    return 6 * psi / gpu(gpu_name).sustained_flops
 
 
 def tokens_to_hide(sync: Sync, psi: float, gpu_name: str = GPU) -> float:
@@ -123,3 +123,32 @@ def log_scale(value: float, low: float, high: float, start: float, end: float) -
     import math
 
     return start + (math.log(value) - math.log(low)) / (math.log(high) - math.log(low)) * (end - start)
+
+
+class NoProjection(ValueError):
+    """The live scenario has no modelled counterpart (yet)."""
+
+
+def replay(scenario: str, params: dict, model: str = "llama3-70b", gpu_name: str = GPU) -> est.Estimate:
+    """A live run's structure (its parallelism, degrees, schedule and micro-batches) with `model` on
+    `gpu_name`s: each pipeline stage a whole node (TP 8 inside it), each DDP rank a node of its own
+    (TP 8 inside, the DP ring across nodes). Returns the estimate with its timeline."""
+    def number(name: str, default: int) -> int:
+        try:
+            return int(params.get(name, default))
+        except (TypeError, ValueError):
+            raise est.LayoutError(name, f"must be an integer, got {params.get(name)!r}") from None
+
+    if scenario == "pipeline":
+        stages, m = number("stages", 4), number("microbatches", 8)
+        schedule = params.get("schedule", "1f1b")
+        v = number("virtual_stages", 0) or (2 if schedule == "interleaved_1f1b" else 1)
+        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=8 * stages, tp=8, pp=stages, schedule=schedule,
+                                          virtual_stages=v, micro_batch=1, global_batch=m)
+    elif scenario == "ddp":
+        ranks = number("world_size", 4)
+        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=8 * ranks, tp=8, zero_stage=0, micro_batch=1,
+                                          global_batch=ranks * number("batch_per_rank", 2))
+    else:
+        raise NoProjection(f"no modelled cluster for the {scenario!r} scenario yet: pipeline and ddp have one")
+    return est.estimate(spec, cluster, layout, keep_spans=True)

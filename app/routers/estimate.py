@@ -16,6 +16,7 @@ from fastapi import APIRouter, Query
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
+from app import estimate_math
 from simulations import estimate as est
 
 router = APIRouter(prefix="/api", tags=["estimate"])
@@ -103,6 +104,14 @@ class EstimateResult(BaseModel):
     timeline: list[Span] | None = None
 
 
+class ReplayParams(BaseModel):
+    model_config = ConfigDict(extra="allow")  # the live scenario's own parameters ride along
+
+    scenario: Literal["pipeline", "ddp"]
+    model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b"] = "llama3-70b"
+    gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
+
+
 class SearchResult(BaseModel):
     layouts: list[EstimateResult] = Field(description="Fastest first; empty when no layout fits")
 
@@ -150,3 +159,16 @@ def layout_actions(e: est.Estimate) -> int:
 def search(params: Annotated[EstimateParams, Query()]) -> SearchResult:
     model, cluster, layout = _build(params, check_layout=False)  # the search picks TP, PP, CP itself
     return SearchResult(layouts=[EstimateResult(**e.as_dict()) for e in est.search(model, cluster, layout)])
+
+
+@router.get("/estimate/replay", response_model=EstimateResult,
+            summary="A live run's structure on a modelled cluster: its schedule re-timed with a preset model")
+def replay(params: Annotated[ReplayParams, Query()]) -> EstimateResult:
+    live = {k: v for k, v in (params.model_extra or {}).items()}
+    try:
+        result = estimate_math.replay(params.scenario, live, params.model, params.gpu)
+    except (est.LayoutError, ValueError) as exc:
+        field = getattr(exc, "field", "scenario")
+        raise RequestValidationError([{"type": "value_error", "loc": ("query", field), "msg": str(exc),
+                                       "input": live}]) from None
+    return EstimateResult(**result.as_dict(), timeline=[Span(**span) for span in result.spans])

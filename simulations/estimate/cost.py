@@ -1,7 +1,7 @@
 """The cost model: one training step of a model, laid out on a cluster, in seconds and bytes.
 
-Compute: every matmul of a layer at the GPU's achievable matmul rate, less the waves its tiles
-leave idle; attention fused (FlashAttention) at its measured fraction of peak, or unfused as two
+Compute: every matmul of a layer at the GPU's sustained matmul rate (at its power cap, as training
+runs), less the waves its tiles leave idle; attention fused (FlashAttention) at its measured fraction of peak, or unfused as two
 batched matmuls and a softmax on a roofline; norms, activations, dropouts and residual adds are
 memory-bound passes over HBM. Backward is twice the forward's matmuls (input and weight
 gradients); recomputation replays the forward (full) or the attention core (selective).
@@ -109,14 +109,14 @@ class Estimate:
 # -- compute ---------------------------------------------------------------------------------------
 
 def matmul_time(m: float, n: float, k: float, cluster: Cluster) -> float:
-    """[m, k] × [k, n] in bf16: the achievable rate, less idle SMs in the last wave; or HBM-bound."""
+    """[m, k] × [k, n] in bf16: the sustained rate, less idle SMs in the last wave; or HBM-bound."""
     gpu = cluster.gpu
     tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
     waves = math.ceil(tiles / gpu.sms)
     busy = tiles / (waves * gpu.sms)
     flops = 2 * m * n * k
     moved = BF16 * (m * k + k * n + m * n)
-    return max(flops / (gpu.matmul_flops * busy), moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
+    return max(flops / (gpu.sustained_flops * busy), moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
 
 
 def memory_time(moved: float, cluster: Cluster) -> float:
@@ -155,15 +155,15 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     heads = model.heads / t
     if model.flash_attention:
         flops = 4 * tokens * s * model.head_dim * heads * 0.5  # causal: the kernel skips masked blocks
-        attn_fwd = flops / (cluster.gpu.peak_flops * FLASH_ATTENTION_EFFICIENCY)
+        attn_fwd = flops / (cluster.gpu.peak_flops * FLASH_ATTENTION_EFFICIENCY * cluster.gpu.sustained_over_burst)
         attn_bwd = 2.5 * attn_fwd  # recomputes the scores, then dV, dP, dQ, dK: 5 matmuls to forward's 2
     else:
         scores = tokens * s * heads * BF16  # this rank's s×s scores, written once by Q·Kᵀ
-        qk = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.matmul_flops,
+        qk = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.sustained_flops,
                  memory_time(scores + 2 * BF16 * tokens * h / t, cluster))
         softmax = memory_time(2 * scores, cluster)  # fused scale, mask, softmax: read and write
         dropout = memory_time(2.5 * scores, cluster) if model.dropout else 0.0  # read, write, 1-byte mask
-        av = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.matmul_flops,
+        av = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.sustained_flops,
                  memory_time(scores + 2 * BF16 * tokens * h / t, cluster))
         attn_fwd = qk + softmax + dropout + av
         attn_bwd = 2 * (qk + av) + 1.5 * (softmax + dropout)
@@ -360,7 +360,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         zero3_b = max(0.0, z3_gather + z3_scatter - lt.backward_input - lt.backward_weight - lt.recompute)
     layers_per_chunk = math.ceil(model.layers / (p * v))  # uneven splits: the busiest stage sets the pace
     f_layer = lt.forward + lt.tp_forward + lt.cp_exposed / 3 + lt.ep_exposed / 2 + zero3_f
-    tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight)
+    tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight) if layout.overlap_tp_comm else lt.tp_backward
     bi_layer = lt.backward_input + lt.recompute + tp_bwd_exposed + 2 * lt.cp_exposed / 3 + lt.ep_exposed / 2
     if layout.recompute == "full":
         bi_layer += lt.tp_forward  # the replayed forward communicates again

@@ -40,6 +40,7 @@ class Layout:
     recompute: Recompute = "selective"
     sequence_parallel: bool = True  # with tp > 1 (Korthikanti et al.)
     overlap_grad_reduce: bool = True  # DP gradient reduction on its own stream during backward
+    overlap_tp_comm: bool = True  # TP's backward all-reduce behind the weight gradients (Korthikanti et al. 2022)
     overlap_param_gather: bool = True  # ZeRO-1/2 parameter all-gather hidden behind the next forward
     grad_reduce_bytes: int = 2  # bytes per gradient element on the wire (bf16; 4 for fp32)
 

@@ -91,3 +91,20 @@ def test_flash_attention_and_sequence_parallel_can_be_set(client):
     assert fused["memory_per_gpu_bytes"]["activations"] == unfused["memory_per_gpu_bytes"]["activations"]
     no_sp = client.get("/api/estimate", params={**base, "sequence_parallel": "false"}).json()
     assert no_sp["memory_per_gpu_bytes"]["activations"] > unfused["memory_per_gpu_bytes"]["activations"]
+
+
+def test_replay_times_a_live_pipeline_run_on_a_modelled_cluster(client):
+    """The live pipeline scenario's parameters, re-timed: 4 stages of one H100 node each, 8 micro-batches."""
+    r = client.get("/api/estimate/replay", params={"scenario": "pipeline", "stages": 4, "microbatches": 8,
+                                                   "schedule": "1f1b", "seed": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["pp"], body["tp"], body["gpus"], body["micro_batches"]) == (4, 8, 32, 8)
+    forwards = [s for s in body["timeline"] if s["kind"] == "F"]
+    assert len(forwards) == 4 * 8 and {s["rank"] for s in forwards} == {0, 1, 2, 3}
+    ddp = client.get("/api/estimate/replay", params={"scenario": "ddp", "world_size": 4}).json()
+    assert [s["kind"] for s in ddp["timeline"] if s["stream"] == "comm"] == ["dp"]
+    bad = client.get("/api/estimate/replay", params={"scenario": "pipeline", "stages": "many"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "stages"]
+    other = client.get("/api/estimate/replay", params={"scenario": "zero"})
+    assert other.status_code == 422 and other.json()["detail"][0]["loc"] == ["query", "scenario"]

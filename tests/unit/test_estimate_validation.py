@@ -9,7 +9,8 @@ Megatron-LM", SC 2021 (arXiv:2104.04473), Table 1: GPT models on A100 80 GB (Sel
 Micro-batch sizes, interleaving (layers per virtual stage) and the data-parallel implementation
 (torch DDP, which overlaps the gradient all-reduce with backward, for the four smallest; Megatron's
 local DDP, reducing after backward, for the others) from the paper's reproduction scripts,
-NVIDIA/Megatron-LM examples/sc21/run_table_1.sh. Published: achieved teraFLOP/s per GPU, counted with
+NVIDIA/Megatron-LM examples/sc21/run_table_1.sh. Tensor parallelism's backward all-reduce waits for the
+input gradient: overlapping it with the weight gradients came with Korthikanti et al. (2022, sec. 6.2). Published: achieved teraFLOP/s per GPU, counted with
 the paper's eq. 3, F = 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration.
 
 Table B: Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", MLSys 2023
@@ -18,18 +19,26 @@ cluster, tensor parallel 8, no data parallelism, interleaving with 3 stages for 
 "full recompute" (no sequence parallelism) and "present work" (sequence parallelism + selective
 recomputation). Published: seconds per iteration.
 
-The issue's target is every row within 15 % and the median within 10 %. The model is not there yet
-on these 2021-22 runs: it is consistently optimistic (see the report printed by `-s`); the bounds
-asserted below are what it meets today, kept so that a regression shows.
+Table C: NVIDIA DGX Cloud benchmarking recipes (NVIDIA/dgxc-benchmarking, llama3.1/README_70b.md and
+README_405b.md, NeMo 24.09, BF16): Llama 3.1 70B with TP 4, PP 4, CP 2, VP 5, micro-batch 1, global batch
+2 × GPUs, 64 to 2,048 H100s; Llama 3.1 405B with TP 8, PP 9, CP 2, VP 7, micro-batch 1, global batch 252 per
+576 GPUs, at the full-model scales (576 to 2,304 H100s); sequence 8,192. Published: seconds per step. The
+405B recipe trains with the GPT-2 BPE tokenizer as a proxy (its README): vocabulary 50,257, which
+Megatron pads to a multiple of 128 × TP (51,200); the 70B one with Llama 3's 128,256 (padded: 128,512).
+
+The issue's target is every row within 15 % and the median within 10 %: tables A and B meet both, table C
+every row (its median is 12 %). The model still reads fast on nearly every row (see `-s`): the error
+is one-sided, which says something is missing rather than noise.
 """
 
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 import pytest
 
-from simulations.estimate import Layout, cluster, estimate, gpt
+from simulations.estimate import MODELS, Layout, cluster, estimate, gpt
 
 SEQ, VOCAB = 2048, 51200
 
@@ -56,12 +65,26 @@ KORTHIKANTI_TABLE_5 = [
 ]
 
 
+# model, vocabulary (padded), TP, PP, CP, VP, GPUs, global batch, published seconds per step
+NEMO_H100_BF16 = [
+    ("llama3-70b", 128512, 4, 4, 2, 5, 64, 128, 14.72),
+    ("llama3-70b", 128512, 4, 4, 2, 5, 128, 256, 14.73),
+    ("llama3-70b", 128512, 4, 4, 2, 5, 256, 512, 14.80),
+    ("llama3-70b", 128512, 4, 4, 2, 5, 512, 1024, 14.89),
+    ("llama3-70b", 128512, 4, 4, 2, 5, 1024, 2048, 14.92),
+    ("llama3-70b", 128512, 4, 4, 2, 5, 2048, 4096, 14.98),
+    ("llama3-405b", 51200, 8, 9, 2, 7, 576, 252, 17.20),
+    ("llama3-405b", 51200, 8, 9, 2, 7, 1152, 504, 17.52),
+    ("llama3-405b", 51200, 8, 9, 2, 7, 2304, 1008, 17.62),
+]
+
+
 def narayanan_rows():
     rows = []
     for params, heads, hidden, layers, tp, pp, gpus, batch, mb, v, overlap, published in NARAYANAN_TABLE_1:
         layout = Layout(tp=tp, pp=pp, zero_stage=0, schedule="interleaved_1f1b" if v > 1 else "1f1b",
                         virtual_stages=v, micro_batch=mb, global_batch=batch, recompute="full",
-                        sequence_parallel=False, overlap_grad_reduce=overlap)
+                        sequence_parallel=False, overlap_grad_reduce=overlap, overlap_tp_comm=False)
         e = estimate(gpt(layers, hidden, heads), cluster("a100-80gb", gpus), layout)
         flops = 96 * batch * SEQ * layers * hidden**2 * (1 + SEQ / (6 * hidden) + VOCAB / (16 * layers * hidden))
         predicted = flops / e.step_time_s / gpus / 1e12
@@ -82,6 +105,17 @@ def korthikanti_rows():
     return rows
 
 
+def nemo_rows():
+    rows = []
+    for name, vocab, tp, pp, cp, v, gpus, batch, published in NEMO_H100_BF16:
+        model = replace(MODELS[name], vocab=vocab, seq_len=8192)
+        layout = Layout(tp=tp, pp=pp, cp=cp, zero_stage=1, schedule="interleaved_1f1b", virtual_stages=v,
+                        micro_batch=1, global_batch=batch, recompute="selective")
+        e = estimate(model, cluster("h100-80gb", gpus), layout)
+        rows.append((f"{name[7:]} ×{gpus}", gpus, published, e.step_time_s, published / e.step_time_s - 1, e))
+    return rows
+
+
 def _report(title, rows, unit):
     print(f"\n{title}\n{'row':>16} {'GPUs':>6} {'published':>10} {'predicted':>10} {'error':>7}")
     for name, gpus, published, predicted, error, _ in rows:
@@ -95,18 +129,27 @@ def test_narayanan_table_1_throughput_per_gpu():
     rows = narayanan_rows()
     errors = _report("Narayanan et al. SC'21 Table 1 (TFLOP/s per GPU)", rows, "TFLOP/s")
     assert all(r[5].fits for r in rows)  # every published layout fits in 80 GB in the model too
-    assert max(errors) <= 0.35
-    assert statistics.median(errors) <= 0.25
+    assert max(errors) <= 0.15  # the issue's target, met
+    assert statistics.median(errors) <= 0.10
 
 
 def test_korthikanti_table_5_iteration_time():
     rows = korthikanti_rows()
     errors = _report("Korthikanti et al. Table 5 (seconds per iteration; error in throughput)", rows, "s")
-    assert max(errors) <= 0.30
-    assert statistics.median(errors) <= 0.20
+    assert max(errors) <= 0.15  # the issue's target, met
+    assert statistics.median(errors) <= 0.10
     # the paper's own finding holds in the model: selective + SP beats full recomputation by 25-35 %
     for full, present in zip(rows[::2], rows[1::2]):
         assert 1.2 < full[3] / present[3] < 1.45
+
+
+def test_nemo_h100_bf16_step_time():
+    rows = nemo_rows()
+    errors = _report("NVIDIA dgxc-benchmarking, NeMo 24.09 BF16 on H100 (seconds per step; error in throughput)",
+                     rows, "s")
+    assert all(r[5].fits for r in rows)
+    assert max(errors) <= 0.15  # the issue's per-row target, met
+    assert statistics.median(errors) <= 0.12
 
 
 @pytest.mark.parametrize("rows", [narayanan_rows, korthikanti_rows])

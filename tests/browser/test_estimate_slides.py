@@ -1,5 +1,6 @@
-"""The layout chooser slide in a real browser: the server's first ranking, then the estimator's answer
-to new inputs, and a message (not a broken table) for an impossible cluster."""
+"""The estimator's slides in a real browser: the layout chooser's first ranking, then the estimator's answer
+to new inputs, and a message (not a broken table) for an impossible cluster; a live run re-timed on a
+modelled cluster."""
 
 from __future__ import annotations
 
@@ -31,3 +32,12 @@ def test_layout_chooser_ranks_layouts_for_new_inputs(page, deck_url):
     # the browser logs the 422 it was answered; nothing else may have gone wrong
     assert page.console_errors and all("422" in e for e in page.console_errors), page.console_errors
     page.console_errors.clear()
+
+
+def test_a_live_run_is_replayed_on_a_modelled_cluster(page, deck_url):
+    page.goto(f"{deck_url}/#/on-a-cluster/0")
+    page.wait_for_selector("html.deck-ready")
+    page.wait_for_selector("#on-a-cluster svg.sim-view-projected[data-spans]", timeout=120_000)
+    spans = int(page.get_attribute("#on-a-cluster svg.sim-view-projected", "data-spans"))
+    assert spans == 2 * 4 * 8  # F and B of 8 micro-batches on 4 stages
+    assert "modelled:" in page.text_content("#on-a-cluster svg.sim-view-projected")
