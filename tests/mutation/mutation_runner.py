@@ -23,7 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import mutation_hook  # noqa: E402,F401  (installs the "mutant:" lookup in this process too)
 from mutation_list import BY_ID, MUTANTS  # noqa: E402
 
-from simulations import scenarios  # noqa: E402
 from simulations.runtime import RankPool, simulate  # noqa: E402
 
 
