@@ -116,7 +116,8 @@ export function render(svg, { frames, index, frame, size: pane }) {
   const allToAll = frame.phase === 'dispatch' || frame.phase === 'combine';
   // Routing lines: token -> expert, one per top-k choice; faded behind the all-to-all matrix.
   if (route) {
-    const lines = svg.append('g').attr('class', 'routes').attr('opacity', allToAll ? 0.12 : 1);
+    const lines = svg.insert('g', '.tokens').attr('class', 'routes') // under the tokens they leave from
+     .attr('opacity', allToAll ? 0.12 : 1);
     const many = routes.length * (routes[0]?.experts.length ?? 1) > 160;
     for (const d of routes) {
       const a = tokenAt(d.token);
