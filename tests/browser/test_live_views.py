@@ -229,3 +229,20 @@ def test_a_deep_link_lands_on_a_step_of_a_live_slide(browser, site):
                              " return [p.stepIndex, p.index === p.steps[5][1]]; }") == [5, True]
     finally:
         context.close()
+
+
+def test_every_frame_stays_reachable_through_the_toggle(browser, site):
+    slide = "pp-interleaved"
+    context, page = open_page(browser, reduced=True)
+    try:
+        go(page, site.export_url, slide)
+        player = f"window.distdeck.players.find(p => p.slide.id === '{slide}')"
+        frames = page.evaluate(f"() => {player}.frames.length")
+        assert page.evaluate("() => window.distdeck.position().stepCount") <= MAX_PRESSES < frames
+        page.locator(f"#{slide} .sim-frames-toggle input").check()
+        assert page.evaluate("() => window.distdeck.position().stepCount") == frames
+        page.locator("#deck").focus()
+        page.keyboard.press("ArrowRight")
+        assert page.evaluate(f"() => [{player}.stepIndex, {player}.index]") == [1, 1]
+    finally:
+        context.close()

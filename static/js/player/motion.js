@@ -162,7 +162,7 @@ export function swap(svg, draw, { duration = 0 } = {}) {
       still.pop().style.display = 'none'; // the same mark in the same place: nothing to animate
       continue;
     }
-    if (el.classList.contains('transfer') && typeof el.getTotalLength === 'function') {
+    if ((el.classList.contains('transfer') || el.classList.contains('travels')) && typeof el.getTotalLength === 'function') {
       travel(el, duration, { moving, ends, packets });
       continue;
     }
@@ -194,7 +194,8 @@ function travel(path, duration, { moving, ends, packets }) {
     .on('end', () => { restore(path, 'stroke-dasharray', dash); restore(path, 'stroke-dashoffset', ''); });
   ends.push(() => { restore(path, 'stroke-dasharray', dash); restore(path, 'stroke-dashoffset', ''); });
   const packet = d3.select(path.parentNode).insert('circle', () => path.nextSibling)
-    .attr('class', 'packet').attr('r', 7).attr('pointer-events', 'none');
+    .attr('class', 'packet').attr('r', path.classList.contains('travels') ? 4 : 7).attr('pointer-events', 'none');
+  if (path.classList.contains('travels')) packet.style('fill', path.getAttribute('stroke'));
   const node = packet.node();
   packets.push(node);
   moving.push(node);

@@ -394,6 +394,11 @@ export class Player {
     this.element.dataset.frame = String(this.index);
     this.element.dataset.phase = frame.phase;
     this.updateStatus();
+    // For whoever shows the presenter what is on screen (the speaker window): caption and step.
+    document.dispatchEvent(new CustomEvent('distdeck:frame', {
+      detail: { slide: this.slide?.id ?? null, caption: frame.caption, frame: this.index, frames: this.frames.length,
+        step: this.stepIndex, steps: this.steps.length },
+    }));
     for (const [name, svg] of this.svgs) {
       const view = this.views.get(name);
       if (!view) continue; // drawn when its module has loaded

@@ -26,13 +26,19 @@ export function fit(text, width, size) {
  */
 export function declutter(layer, slack = 0.5) {
   const boxes = [];
+  let hidden = 0;
   for (const text of layer.querySelectorAll('text')) {
     if (!text.textContent.trim()) continue;
     const r = text.getBoundingClientRect();
     if (r.width === 0 && r.height === 0) return; // not laid out (a hidden slide): nothing to measure
     const box = { l: r.left + slack, r: r.right - slack, t: r.top + slack, b: r.bottom - slack };
     const hit = boxes.some((o) => box.l < o.r && o.l < box.r && box.t < o.b && o.t < box.b);
-    if (hit && !text.hasAttribute('data-keep')) text.remove();
-    else boxes.push(box);
+    if (hit && !text.hasAttribute('data-keep')) {
+      text.remove();
+      hidden += 1;
+    } else {
+      boxes.push(box);
+    }
   }
+  layer.setAttribute('data-hidden-labels', hidden);
 }

@@ -22,6 +22,10 @@ function memoryAt(frames, index) {
   });
 }
 
+// Model states at the bottom of a bar, in the order the talk names them; buffers on top.
+const ROLE_ORDER = ['parameters', 'gradients', 'optimizer', 'activations', 'gathered', 'buffer'];
+const order = (role) => (ROLE_ORDER.includes(role) ? ROLE_ORDER.indexOf(role) : ROLE_ORDER.length);
+
 const sum = (o) => Object.values(o ?? {}).reduce((a, b) => a + b, 0);
 
 export function render(svg, { frames, index, size, summary }) {
@@ -30,7 +34,8 @@ export function render(svg, { frames, index, size, summary }) {
   const ranks = memoryAt(frames, index);
   // The roles this run ever held bytes in (a stage without gathered buffers shows no such role).
   const roles = Array.from(new Set(frames.flatMap((f) => f.ranks.flatMap((r) => Object.keys(r.memory)
-    .filter((role) => r.memory[role] > 0)))));
+    .filter((role) => r.memory[role] > 0)))))
+    .sort((a, b) => order(a) - order(b));
   if (!roles.length) return;
   const hasHost = frames.some((f) => f.ranks.some((r) => sum(r.extra?.host_memory) > 0));
   const stage = frames[0]?.extra?.stage;

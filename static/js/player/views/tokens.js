@@ -116,13 +116,19 @@ export function render(svg, { frames, index, frame, size: pane }) {
   const allToAll = frame.phase === 'dispatch' || frame.phase === 'combine';
   // Routing lines: token -> expert, one per top-k choice; faded behind the all-to-all matrix.
   if (route) {
-    const lines = svg.append('g').attr('class', 'routes').attr('opacity', allToAll ? 0.12 : 1);
+    const lines = svg.insert('g', '.tokens').attr('class', 'routes') // under the tokens they leave from
+     .attr('opacity', allToAll ? 0.12 : 1);
     const many = routes.length * (routes[0]?.experts.length ?? 1) > 160;
     for (const d of routes) {
       const a = tokenAt(d.token);
       d.experts.forEach((e, k) => {
-        lines.append('path')
-          .attr('d', `M${a.x + size},${a.y + size / 2} C${(TOKENS_X[1] + EXPERTS_X[0]) / 2},${a.y + size / 2} ${(TOKENS_X[1] + EXPERTS_X[0]) / 2},${ey(e) + eh / 2} ${EXPERTS_X[0]},${ey(e) + eh / 2}`)
+        // Routed (and dispatched) tokens travel to their expert; at the combine they travel back.
+        const mid = (TOKENS_X[1] + EXPERTS_X[0]) / 2;
+        const [p0, p1] = [[a.x + size, a.y + size / 2], [EXPERTS_X[0], ey(e) + eh / 2]];
+        const [from, to] = frame.phase === 'combine' ? [p1, p0] : [p0, p1];
+        const moves = d.kept[k] && ['route', 'dispatch', 'combine'].includes(frame.phase);
+        lines.append('path').attr('class', moves ? 'travels' : null).attr('data-at', moves ? frame.index : null)
+          .attr('d', `M${from[0]},${from[1]} C${mid},${from[1]} ${mid},${to[1]} ${to[0]},${to[1]}`)
           .attr('fill', 'none')
           .attr('stroke', d.kept[k] ? rankColor(layout.expert_rank[e]) : 'var(--danger)')
           .attr('stroke-dasharray', d.kept[k] ? null : '4 3')
