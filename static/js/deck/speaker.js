@@ -35,9 +35,14 @@ export const plugin = {
   },
 };
 
+// Where this window and the other agree the deck is (set by the other window, or reported to it):
+// a preview reports only a position that differs, that is, what its presenter did.
+let known = null;
+
 function applyState(state) {
   const slide = deck.getHorizontalSlides()[state.indexh];
   if (!slide) return;
+  known = `${slide.id}/${state.distdeckStep}`;
   if (typeof state.paused === 'boolean' && state.paused !== deck.isPaused()) deck.togglePause(state.paused);
   const pos = position();
   if (pos.slide === slide && stepOf(pos) === state.distdeckStep) return;
@@ -104,7 +109,12 @@ export function start(reveal) {
     const reporting = reveal.getConfig().postMessageEvents && window.parent !== window;
     if (!reporting) return;
     reveal.configure({ postMessageEvents: false });
-    document.addEventListener('distdeck:position', () => {
+    document.addEventListener('distdeck:position', (event) => {
+      // Not before the speaker window has set a position (the preview loads at the deck's start),
+      // and not a position it set (its players' frames arriving would otherwise echo it back).
+      const here = `${event.detail.id}/${stepOf(event.detail)}`;
+      if (known === null || here === known) return;
+      known = here;
       window.parent.postMessage(JSON.stringify({ namespace: 'reveal', eventName: 'slidechanged', state: deck.getState() }),
         window.location.origin);
     });
