@@ -8,7 +8,7 @@
  * show the slide's next step. The speaker notes of a stepped slide get a line with the step
  * and the live run's caption, so the presenter reads what the audience sees.
  */
-import { goTo, next, position } from './steps.js';
+import { goTo, next, position, stepperOf } from './steps.js';
 
 export const isReceiver = /[?&]receiver\b/i.test(window.location.search);
 if (isReceiver) document.documentElement.classList.add('receiver');
@@ -53,7 +53,9 @@ function applyState(state) {
 function upcoming() {
   const pos = position();
   const step = stepOf(pos);
-  if (step + 1 < pos.stepCount || pos.pending) goTo(pos.slide, step + 1);
+  // A live slide whose player has not registered yet (it loads d3 first) has its steps to come.
+  const unknown = !stepperOf(pos.slide) && pos.slide.querySelector('.live-sim');
+  if (step + 1 < pos.stepCount || pos.pending || unknown) goTo(pos.slide, step + 1);
   else next({ skipSteps: true });
 }
 
