@@ -32,7 +32,9 @@ PRINTED = """() => {
     const views = Array.from(page.querySelectorAll('.sim-view'));
     const entry = (live[slide.id] ??= { pages: 0, drawn: 0, pictures: new Set(), steps: 0 });
     entry.pages += 1;
-    if (views.some((v) => v.querySelectorAll('rect, text, path, circle, line').length > 0)) entry.drawn += 1;
+    // Drawn: a view with shapes in it, given room on the page (not squeezed to nothing).
+    if (views.some((v) => v.querySelectorAll('rect, text, path, circle, line').length > 0
+                          && v.getBoundingClientRect().height > 150)) entry.drawn += 1;
     entry.pictures.add(views.map((v) => v.innerHTML).join('|'));
   }
   for (const player of window.distdeck.players) {

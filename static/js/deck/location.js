@@ -18,7 +18,12 @@ export function hashFor({ id, step, wantedStep }) {
 function followHash() {
   if (!window.location.hash || window.location.hash === '#/') return;
   const target = parseHash(window.location.hash);
-  const slide = target && document.getElementById(target.id);
+  let slide = target && document.getElementById(target.id);
+  if (!slide && target && /^\d+$/.test(target.id)) {
+    // reveal.js's own form, #/<index>/0: what its speaker view opens its previews at.
+    slide = document.querySelectorAll('.reveal .slides > section')[parseInt(target.id, 10)] ?? null;
+    if (slide) target.step = 0;
+  }
   if (!slide || !slide.matches('.reveal .slides > section')) {
     announce(`There is no slide at ${window.location.hash}; showing the current slide instead.`);
     writeHash(position());

@@ -8,7 +8,7 @@
  * show the slide's next step. The speaker notes of a stepped slide get a line with the step
  * and the live run's caption, so the presenter reads what the audience sees.
  */
-import { goTo, next, position } from './steps.js';
+import { goTo, next, position, stepperOf } from './steps.js';
 
 export const isReceiver = /[?&]receiver\b/i.test(window.location.search);
 if (isReceiver) document.documentElement.classList.add('receiver');
@@ -35,9 +35,14 @@ export const plugin = {
   },
 };
 
+// Where this window and the other agree the deck is (set by the other window, or reported to it):
+// a preview reports only a position that differs, that is, what its presenter did.
+let known = null;
+
 function applyState(state) {
   const slide = deck.getHorizontalSlides()[state.indexh];
   if (!slide) return;
+  known = `${slide.id}/${state.distdeckStep}`;
   if (typeof state.paused === 'boolean' && state.paused !== deck.isPaused()) deck.togglePause(state.paused);
   const pos = position();
   if (pos.slide === slide && stepOf(pos) === state.distdeckStep) return;
@@ -48,7 +53,9 @@ function applyState(state) {
 function upcoming() {
   const pos = position();
   const step = stepOf(pos);
-  if (step + 1 < pos.stepCount || pos.pending) goTo(pos.slide, step + 1);
+  // A live slide whose player has not registered yet (it loads d3 first) has its steps to come.
+  const unknown = !stepperOf(pos.slide) && pos.slide.querySelector('.live-sim');
+  if (step + 1 < pos.stepCount || pos.pending || unknown) goTo(pos.slide, step + 1);
   else next({ skipSteps: true });
 }
 
@@ -104,7 +111,12 @@ export function start(reveal) {
     const reporting = reveal.getConfig().postMessageEvents && window.parent !== window;
     if (!reporting) return;
     reveal.configure({ postMessageEvents: false });
-    document.addEventListener('distdeck:position', () => {
+    document.addEventListener('distdeck:position', (event) => {
+      // Not before the speaker window has set a position (the preview loads at the deck's start),
+      // and not a position it set (its players' frames arriving would otherwise echo it back).
+      const here = `${event.detail.id}/${stepOf(event.detail)}`;
+      if (known === null || here === known) return;
+      known = here;
       window.parent.postMessage(JSON.stringify({ namespace: 'reveal', eventName: 'slidechanged', state: deck.getState() }),
         window.location.origin);
     });

@@ -111,7 +111,7 @@ export function slideIndex(slide) {
 }
 
 /** Where the deck is: what the top bar, the URL, the announcer and the embed API report. */
-export function position(slide = reveal.getCurrentSlide()) {
+export function position(slide = reveal.getCurrentSlide() ?? reveal.getSlides()[0]) {
   const stepper = steppers.get(slide);
   return {
     slide,
@@ -152,7 +152,7 @@ function settle(slide, direction) {
 }
 
 function notify(slide) {
-  if (!reveal || slide !== reveal.getCurrentSlide()) return;
+  if (!reveal || !slide || slide !== reveal.getCurrentSlide()) return;
   document.dispatchEvent(new CustomEvent('distdeck:position', { detail: position(slide) }));
 }
 
@@ -163,6 +163,7 @@ export function attach(revealInstance) {
     if (!steppers.has(slide)) steppers.set(slide, staticStepper(slide));
   }
   reveal.on('slidechanged', (event) => {
+    if (!event.currentSlide) return; // reveal's scroll view can report a change before it has a slide
     waitingForward = false;
     if (wanted && wanted.slide !== event.currentSlide) wanted = null;
     const backward = event.previousSlide && slideIndex(event.previousSlide) > slideIndex(event.currentSlide);
