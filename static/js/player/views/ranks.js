@@ -62,22 +62,27 @@ export function render(svg, { frame, meta, size }) {
   boxes.each(function drawTensors(rank) {
     const g = d3.select(this);
     let y = TITLE + 6 + (statusBelow && rank.status ? LINE : 0) + 12;
-    const rows = [];
-    for (const tensor of rank.tensors) {
+    // A row per tensor: name and bytes, its values as colour cells, its note. When they do not
+    // all fit, compact rows: the note beside the name, one line of cells, the bytes in the tooltip.
+    const layoutRow = (tensor, compact) => {
       const values = (tensor.values ?? []).slice(0, 16);
-      // Values as colour cells, at least 14 px: two rows of them when the box is narrow.
-      const perRow = Math.max(1, Math.min(values.length, Math.floor((boxW - 2 * PAD) / 14)));
-      const cell = values.length ? Math.min(20, (boxW - 2 * PAD) / perRow) : 0;
-      const cellRows = values.length ? Math.min(2, Math.ceil(values.length / perRow)) : 0;
+      // Values as colour cells, at least 12 px: two rows of them when the box is narrow (not compact).
+      const perRow = Math.max(1, Math.min(values.length, Math.floor((boxW - 2 * PAD) / (compact ? 12 : 14))));
+      const cell = values.length ? Math.min(compact ? 16 : 20, (boxW - 2 * PAD) / perRow) : 0;
+      const cellRows = values.length ? (compact ? 1 : Math.min(2, Math.ceil(values.length / perRow))) : 0;
       // A narrow box keeps what tells tensors apart (unit1.param -> param; the caption names the unit).
       const name = boxW < 130 && tensor.name.includes('.') ? tensor.name.split('.').pop() : tensor.name;
-      const nameLine = `${name}${wide && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
+      const nameLine = `${name}${wide && !compact && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
       const bytesText = bytes(tensor.bytes);
-      const sameLine = textWidth(nameLine, NAME) + textWidth(bytesText, SMALL) + 16 <= boxW - 2 * PAD;
-      const h = LINE + (sameLine ? 0 : LINE) + (values.length ? cellRows * cell + 6 : 0)
-        + (tensor.note ? LINE : 0) + 6;
-      rows.push({ tensor, perRow, cell, cellRows, nameLine, bytesText, sameLine, h });
-    }
+      const side = compact ? (tensor.note ?? '') : bytesText;
+      const sameLine = !side || textWidth(nameLine, NAME) + textWidth(side, SMALL) + 16 <= boxW - 2 * PAD;
+      const h = compact
+        ? LINE + (values.length ? cell + 4 : 0) + 4
+        : LINE + (sameLine ? 0 : LINE) + (values.length ? cellRows * cell + 6 : 0) + (tensor.note ? LINE : 0) + 6;
+      return { tensor, perRow, cell, cellRows, nameLine, bytesText, side, sameLine, h, compact };
+    };
+    let rows = rank.tensors.map((t) => layoutRow(t, false));
+    if (rows.reduce((a, r) => a + r.h, 0) > boxH - y - 4) rows = rank.tensors.map((t) => layoutRow(t, true));
     const room = boxH - y - 4;
     let used = 0;
     let shown = 0;
@@ -95,7 +100,12 @@ export function render(svg, { frame, meta, size }) {
         .text(fit(row.nameLine, boxW - 2 * PAD, NAME));
       t.append('title').text(`${tensor.name} [${(tensor.shape ?? []).join('×')}]: ${row.bytesText}${tensor.note ? `, ${tensor.note}` : ''}`);
       let yy = LINE;
-      if (row.sameLine) {
+      if (row.compact) {
+        if (row.side && row.sameLine) {
+          t.append('text').attr('class', 'tensor-note').attr('x', boxW - 2 * PAD).attr('y', NAME)
+            .attr('text-anchor', 'end').text(row.side);
+        }
+      } else if (row.sameLine) {
         t.append('text').attr('class', 'tensor-bytes').attr('x', boxW - 2 * PAD).attr('y', NAME)
           .attr('text-anchor', 'end').text(row.bytesText);
       } else {
@@ -113,7 +123,7 @@ export function render(svg, { frame, meta, size }) {
           .append('title').text((v) => value(v));
         yy += row.cellRows * row.cell + 6;
       }
-      if (tensor.note) {
+      if (tensor.note && !row.compact) {
         t.append('text').attr('class', 'tensor-note').attr('y', yy + SMALL)
           .text(fit(tensor.note, boxW - 2 * PAD, SMALL));
       }
