@@ -38,21 +38,17 @@ class DeckRuns:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._keys: set[str] | None = None
-        self._lock = threading.Lock()
+        self._keys = {run_key(name, s.params()) for name, s in scenarios.all_scenarios().items()}
 
     def load(self) -> None:
-        with self._lock:
-            if self._keys is None:
-                self._keys = self._read()
+        """Add the slides' runs (renders the deck: call it off the event loop)."""
+        self._keys = self._keys | self._read()
 
     def __call__(self, key: str) -> bool:
-        if self._keys is None:
-            self.load()
-        return key in self._keys
+        return key in self._keys  # never blocks: until load() is done, the scenario defaults only
 
     def _read(self) -> set[str]:
-        keys = {run_key(name, s.params()) for name, s in scenarios.all_scenarios().items()}
+        keys: set[str] = set()
         try:
             from app.export import plan
 

@@ -136,5 +136,5 @@ def embed_widget(name: str, request: Request) -> HTMLResponse:
 def relative_href(last_segment: str, request: Request) -> str:
     """"Open in a new tab": this same page, with its query, as a link relative to it. Never built from
     the Host header, which the client chooses (a reflected host would point the link at any site)."""
-    query = urlencode(list(request.query_params.multi_items()))
+    query = urlencode(list(request.query_params.multi_items()), safe=",")
     return "./" + quote(last_segment, safe="") + (f"?{query}" if query else "")

@@ -58,6 +58,22 @@ def _sse_data(event: bytes) -> bytes:
     return event[start:-4]
 
 
+CHUNK_BYTES = 256 << 10  # events ready at once go out in writes of about this size
+
+
+def _joined(events: list[bytes]) -> list[bytes]:
+    """Consecutive events joined into writes of about CHUNK_BYTES: few writes, no copy of a whole large run."""
+    parts, start, size = [], 0, 0
+    for i, event in enumerate(events):
+        size += len(event)
+        if size >= CHUNK_BYTES:
+            parts.append(b"".join(events[start:i + 1]))
+            start, size = i + 1, 0
+    if start < len(events):
+        parts.append(b"".join(events[start:]))
+    return parts
+
+
 class _DecodedFrames(Sequence[Frame]):
     def __init__(self, events: list[bytes]):
         self._events = events
@@ -172,9 +188,9 @@ class Run:
                 next_event += len(fresh)
                 if finished:
                     chunk.append(self._tail)
-                if chunk:
-                    yield b"".join(chunk)
-                    chunk = []
+                for part in _joined(chunk):
+                    yield part
+                chunk = []
                 if finished:
                     return
                 if fresh:
