@@ -109,3 +109,23 @@ def test_speaker_window_follows_steps_both_ways(page, site):
     speaker.keyboard.press("ArrowLeft")
     settle(2)
     speaker.close()
+
+
+def test_s_in_an_embedded_deck_opens_the_decks_own_speaker_view(page, servers):
+    """Not the blog page's, and without the embed bar: the previews are the deck itself."""
+    page.goto(servers.other_site.url)
+    frame = page.locator("#deck").element_handle().content_frame()
+    frame.wait_for_selector("html.deck-ready")
+    frame.locator(".reveal").click(position={"x": 300, "y": 300})
+    frame.wait_for_function("() => document.documentElement.classList.contains('deck-focused')")
+    with page.context.expect_page() as opened:
+        page.keyboard.press("s")
+    speaker = opened.value
+    speaker.wait_for_function("() => document.querySelectorAll('#current-slide iframe, #upcoming-slide iframe').length === 2")
+    for selector in ("#current-slide iframe", "#upcoming-slide iframe"):
+        preview = speaker.locator(selector).element_handle().content_frame()
+        preview.wait_for_selector("html.deck-ready")
+        assert preview.url.startswith(servers.deck_url + "/?receiver"), preview.url
+        assert "embed" not in preview.url
+        assert preview.locator(".embed-chrome, .topbar").count() == 0
+    speaker.close()

@@ -68,7 +68,8 @@ export function buildControls(container, schema, names, values, onChange, { choi
         }
         input.append(el);
       }
-      if (recorded && !field.enum) { // a number: say that the others exist, on the live server
+      const everyValue = field.type === 'integer' && field.maximum - field.minimum + 1 <= recorded?.length;
+      if (recorded && !field.enum && !everyValue) { // a number: say that the others exist, on the live server
         input.append(Object.assign(document.createElement('option'), { disabled: true, textContent: 'others: live server only' }));
         label.title = `${label.title}. This copy recorded ${recorded.join(', ')}; other values need the live server.`;
       }
