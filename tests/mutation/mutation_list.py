@@ -42,6 +42,8 @@ TP = {"tp": 2, "hidden": 8, "heads": 2, "seq_len": 4}
 TP_SP = {**TP, "sequence_parallel": True}
 ZERO3 = {"stage": 3, "world_size": 2, "width": 8, "depth": 1}
 ZERO2 = {"stage": 2, "world_size": 2, "width": 8, "depth": 1}
+ULYSSES = {"world_size": 2, "seq_len": 8, "heads": 4}
+HSDP = {"replicas": 2, "shards": 2, "width": 8, "depth": 1}
 
 MUTANTS: list[Mutant] = [
     # -- basics ------------------------------------------------------------------------------------
@@ -201,6 +203,39 @@ MUTANTS: list[Mutant] = [
     Mutant("zero1-updated-shard-not-gathered", "zero",
            "            comm.all_gather_into_tensor(unit.full.data, unit.sent, group)\n", "",
            "stage 1 never all-gathers the updated shards", {**ZERO2, "stage": 1}),
+    # -- Ulysses (context parallel, all-to-all) -------------------------------------------------------
+    Mutant("ulysses-split-heads-wrong-axis", "ulysses",
+           "send = x.reshape(c, n, h // n, t, d).transpose(0, 1).contiguous()",
+           "send = x.reshape(c, h // n, n, t, d).transpose(0, 2).transpose(1, 2).contiguous()",
+           "the all-to-all sends heads interleaved across ranks instead of contiguous head groups", ULYSSES),
+    Mutant("ulysses-return-not-transposed", "ulysses",
+           "return recv.transpose(0, 1).reshape(c, n * h, length // n, d)",
+           "return recv.reshape(c, n * h, length // n, d)",
+           "the way back stacks the received blocks in the wrong order", ULYSSES),
+    Mutant("ulysses-causal-offset-dropped", "ulysses",
+           "rows = torch.arange(q.shape[-2], device=q.device)[:, None] + q_start",
+           "rows = torch.arange(q.shape[-2], device=q.device)[:, None]",
+           "the causal mask forgets where the rank's queries start in the sequence",
+           {**ULYSSES, "method": "all_gather_kv"}),
+    Mutant("ulysses-output-sent-twice", "ulysses",
+           "out = heads_to_seq(out_heads.detach()[None], n, group)[0]",
+           "out = heads_to_seq(torch.stack([out_heads.detach()] * 2), n, group)[0]",
+           "the output all-to-all carries a second, useless copy (right values, twice the bytes)", ULYSSES),
+    # -- HSDP (shard inside a group, replicate across groups) ----------------------------------------
+    Mutant("hsdp-no-cross-replica-all-reduce", "hsdp", "        comm.all_reduce(grad, replicate_group)\n", "",
+           "gradient shards never all-reduced across replicas", HSDP),
+    Mutant("hsdp-averaged-over-shards-only", "hsdp", "unit.grad = grad.div_(world)", "unit.grad = grad.div_(p.shards)",
+           "gradients averaged over the shard group instead of every rank", HSDP),
+    Mutant("hsdp-all-reduce-on-wrong-dimension", "hsdp", "comm.all_reduce(grad, replicate_group)",
+           "comm.all_reduce(grad, shard_group)", "the cross-replica all-reduce runs over the shard group", HSDP),
+    Mutant("hsdp-all-reduce-instead-of-reduce-scatter", "hsdp",
+           "comm.reduce_scatter_tensor(grad, unit.full.grad, shard_group)",
+           "grad.copy_(comm.all_reduce(unit.full.grad, shard_group)[unit.lo: unit.hi])",
+           "a full all-reduce where a reduce-scatter suffices (right numbers, more bytes)", HSDP),
+    Mutant("hsdp-replicas-read-the-same-data", "hsdp",
+           "x.chunk(world)[ctx.rank].to(ctx.device), y.chunk(world)[ctx.rank].to(ctx.device)",
+           "x.chunk(world)[shard].to(ctx.device), y.chunk(world)[shard].to(ctx.device)",
+           "every replica trains on the same slice of the batch", HSDP),
 ]
 
 BY_ID = {m.id: m for m in MUTANTS}
