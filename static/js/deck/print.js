@@ -36,8 +36,12 @@ export function preferEndStates() {
   const native = window.matchMedia.bind(window);
   window.matchMedia = (text) => {
     if (text.replace(/\s+/g, '') !== query.replace(/\s+/g, '')) return native(text);
+    // A MediaQueryList's `matches` is a getter only: answer with a plain look-alike that matches
+    // and never changes (print does not switch back).
     const list = native(text);
-    return Object.assign(Object.create(list), { matches: true, media: list.media });
+    const ignore = () => {};
+    return { matches: true, media: list.media, onchange: null, addEventListener: ignore,
+             removeEventListener: ignore, addListener: ignore, removeListener: ignore, dispatchEvent: () => true };
   };
 }
 
