@@ -124,7 +124,7 @@ def test_export_controls_switch_among_recorded_variants_and_say_when_the_server_
     slide = next((s.id for s in DECK.slides if s.id == "pp-gpipe"), None)
     if slide is None:
         pytest.skip("no pp-gpipe slide")
-    watched.goto(f"{site.export_url}#/{slide}/0")
+    watched.goto(f"{site.export_url}#/{slide}/1")  # step 0 is the slide's prediction question
     sim = watched.locator(f"#{slide} .live-sim")
     watched.wait_for_function("(id) => document.querySelector(`#${id} .live-sim`).dataset.status === 'done'",
                               arg=slide)
