@@ -370,17 +370,32 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         tokens * model.vocab / t * (BF16 + 4) * 2, cluster)
     logits_b = matmul_time(tokens, model.hidden, model.vocab / t, cluster) + matmul_time(
         model.hidden, model.vocab / t, tokens, cluster)
+    # the loss's backward (Megatron's vocab-parallel cross entropy): the saved fp32 softmax minus the one-hot
+    # target, scaled in place (read 4, write 4), then cast to bf16 for the logit GEMMs (read 4, write 2)
+    logits_b += memory_time(tokens * model.vocab / t * (4 + 4 + 4 + BF16), cluster)
+    # the input embedding's backward is no GEMM: a dense bf16 gradient of the whole [V/t, h] table is written
+    # (torch's embedding_dense_backward) and added to the accumulator (read 2, read and write the accumulator)
+    accumulator = layout.grad_reduce_bytes
+    embedding_b = memory_time(model.vocab / t * model.hidden * (BF16 + BF16 + 2 * accumulator), cluster)
+    # without gradient-accumulation fusion every weight gradient takes the same pass, once per micro-batch
+    unfused = 0.0 if layout.grad_accumulation_fusion else BF16 + 2 * accumulator
+    bw_layer += memory_time(layer_params_local(model, layout) * unfused, cluster)
+    logits_b += 2 * memory_time(model.vocab / t * model.hidden * unfused, cluster)  # /2 below: on W
     stages = p * v
     dur = {"F": [f_layer * layers_per_chunk] * stages, "B": [bi_layer * layers_per_chunk] * stages,
            "W": [bw_layer * layers_per_chunk] * stages}
     dur["F"][-1] += logits_f
     dur["B"][-1] += logits_b / 2
     dur["W"][-1] += logits_b / 2
+    dur["W"][0] += embedding_b
     if layout.schedule != "zero_bubble":  # B carries the weight gradients too
         dur["B"] = [x + y for x, y in zip(dur["B"], dur["W"])]
     act = tokens * model.hidden * BF16 / t  # each TP rank sends its 1/t (SP, or Megatron's scatter/gather)
     hop = collectives.send(act, g["pp"].crosses_nodes, cluster) if p > 1 else 0.0
-    timed = pipeline_time(layout.schedule, p, m, v, dur, hop, keep_spans, fast)
+    if hop and not layout.overlap_p2p_comm:  # a blocking send: the sender's stream waits for the transfer
+        dur["F"] = [d + hop * (s < stages - 1) for s, d in enumerate(dur["F"])]
+        dur["B"] = [d + hop * (s > 0) for s, d in enumerate(dur["B"])]
+    timed = pipeline_time(layout.schedule, p, m, v, dur, hop if layout.overlap_p2p_comm else 0.0, keep_spans, fast)
     # DP: gradients of the stage, at the end of the step
     grads = stage_params(model, layout, 0)
     dp_group = place(dp * c, t, cluster.gpus_per_node)

@@ -203,3 +203,36 @@ def test_expert_parallel_splits_the_experts_and_pays_all_to_alls():
     experts_bytes = 2 * model.layers * model.experts * 3 * model.hidden * model.ffn_hidden
     saved = one.memory_per_gpu_bytes["parameters"] - eight.memory_per_gpu_bytes["parameters"]
     assert saved == pytest.approx(experts_bytes * 7 / 8)
+
+
+def test_unfused_gradient_accumulation_costs_one_memory_pass_per_weight_per_micro_batch():
+    """Megatron-LM's DDP hook (param.main_grad.add_(param.grad)) reads the bf16 gradient and reads and
+    writes the accumulator: 2 + 2·2 bytes per weight per micro-batch at the achievable HBM bandwidth."""
+    from simulations.estimate.cost import layer_params_local
+    from simulations.estimate.hardware import HBM_EFFICIENCY
+    model, c = gpt(8, 2048, 16), cluster("a100-80gb", 8)
+    base = Layout(tp=2, pp=2, schedule="1f1b", micro_batch=1, global_batch=8, zero_stage=0)
+    fused = estimate(model, c, base)
+    unfused = estimate(model, c, replace_layout(base, grad_accumulation_fusion=False))
+    per_layer = layer_params_local(model, base) * (2 + 2 * 2) / (2039e9 * HBM_EFFICIENCY)
+    layers_per_stage = 8 // 2
+    added = unfused.stage_times["backward"] - fused.stage_times["backward"]
+    assert added == pytest.approx(layers_per_stage * per_layer, rel=1e-9)
+
+
+def test_blocking_pipeline_sends_stall_the_sender_for_every_hop():
+    """Megatron-LM before overlap_p2p_comm waited for each send and receive (torch.cuda.synchronize()):
+    the last stage's m backwards each pay one hop on its own stream; all but the last were hidden in the
+    overlapped schedule's slack, so the step grows by at least m − 1 hops."""
+    model, c = gpt(8, 2048, 16), cluster("a100-80gb", 16)
+    base = Layout(tp=8, pp=2, schedule="1f1b", micro_batch=1, global_batch=8, zero_stage=0)
+    overlapped = estimate(model, c, base)
+    blocking = estimate(model, c, replace_layout(base, overlap_p2p_comm=False))
+    hop = overlapped.stage_times["hop"]
+    assert hop > 0
+    assert blocking.pipeline_s - overlapped.pipeline_s >= 7 * hop * (1 - 1e-9)
+
+
+def replace_layout(layout, **changes):
+    from dataclasses import replace
+    return replace(layout, **changes)
