@@ -64,9 +64,11 @@ class EstimateQuery(EstimateParams):
 class Span(BaseModel):
     stream: Literal["compute", "comm"]
     rank: int = Field(description="Pipeline rank (stage index without virtual stages)")
-    kind: str = Field(description="F, B or W (compute), dp (communication)")
+    kind: str = Field(description="F, B, W or opt (compute); dp, tp or zero3 (communication)")
     stage: int
-    mb: int = Field(description="Micro-batch; -1 for the step's DP reduction")
+    mb: int = Field(description="Micro-batch; -1 for the step's DP reduction and the optimizer step")
+    layer: int | None = Field(None, description="Layer, in a timeline without pipeline stages (-1: none, "
+                                                "the model's layer count: the output layer and loss)")
     start: float = Field(description="Seconds from the start of the step")
     end: float
 
@@ -107,7 +109,7 @@ class EstimateResult(BaseModel):
 class ReplayParams(BaseModel):
     model_config = ConfigDict(extra="allow")  # the live scenario's own parameters ride along
 
-    scenario: Literal["pipeline", "ddp"]
+    scenario: Literal["pipeline", "ddp", "zero", "tensor_parallel", "parallel_3d", "ring_attention"]
     model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b"] = "llama3-70b"
     gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
 

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from simulations import formulas
-from simulations.estimate import collectives, schedule
+from simulations.estimate import collectives, schedule, timeline
 from simulations.estimate.collectives import Group, place
 from simulations.estimate.hardware import FLASH_ATTENTION_EFFICIENCY, HBM_EFFICIENCY, Cluster
 from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, validate
@@ -134,6 +134,7 @@ class LayerTime:
     cp_exposed: float
     ep_exposed: float
     attention_core: float  # forward time of attention itself (the part selective recomputation replays)
+    cp_ring: float = 0.0  # CP: the c − 1 hops of K and V in forward (twice that in backward), mostly hidden
 
 
 def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
@@ -191,7 +192,7 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         tp_forward, tp_backward = 2 * one, 2 * one
     else:
         tp_forward = tp_backward = 0.0
-    cp_exposed = 0.0
+    cp_exposed = hops = 0.0
     if c > 1:  # ring attention: c − 1 hops of this rank's K and V, hidden behind the attention compute
         kv = 2 * tokens * model.kv_heads / max(1, min(t, model.kv_heads)) * model.head_dim * BF16
         hops = (c - 1) * collectives.send(kv, cp_group.crosses_nodes, cluster)
@@ -200,7 +201,7 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     if model.experts and layout.ep > 1:  # dispatch and combine, forward and backward
         ep_exposed = 4 * collectives.all_to_all(activation * model.top_k, ep_group, cluster)
     return LayerTime(forward, backward_input, backward_w, recompute, tp_forward, tp_backward, cp_exposed,
-                     ep_exposed, attn_fwd)
+                     ep_exposed, attn_fwd, hops)
 
 
 # -- data-parallel traffic ------------------------------------------------------------------------
@@ -350,21 +351,26 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     tokens = b * model.seq_len / c
     # ZeRO-3: gather each layer's weights before its forward and again before its backward, and
     # reduce-scatter its gradients after, one layer ahead of compute (prefetch)
-    zero3_f = zero3_b = 0.0
+    zero3_f = zero3_b = z3_gather = z3_scatter = 0.0
     if layout.zero_stage == 3 and dp * c > 1:
         weights = BF16 * layer_params_local(model, layout)
         z3_gather = collectives.all_gather(weights, place(dp * c, t, cluster.gpus_per_node), cluster)
         z3_scatter = collectives.reduce_scatter(weights * layout.grad_reduce_bytes / BF16,
                                                 place(dp * c, t, cluster.gpus_per_node), cluster)
         zero3_f = max(0.0, z3_gather - lt.forward - lt.tp_forward)
-        zero3_b = max(0.0, z3_gather + z3_scatter - lt.backward_input - lt.backward_weight - lt.recompute)
+        # the backward window: input gradients (and replay), then the weight gradients or TP's backward
+        # collectives beside them, whichever is longer
+        tp_beside = lt.tp_backward if layout.overlap_tp_comm else 0.0
+        window = lt.backward_input + lt.recompute + max(lt.backward_weight, tp_beside) + (
+            0.0 if layout.overlap_tp_comm else lt.tp_backward)
+        zero3_b = max(0.0, z3_gather + z3_scatter - window)
     layers_per_chunk = math.ceil(model.layers / (p * v))  # uneven splits: the busiest stage sets the pace
     f_layer = lt.forward + lt.tp_forward + lt.cp_exposed / 3 + lt.ep_exposed / 2 + zero3_f
     tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight) if layout.overlap_tp_comm else lt.tp_backward
     bi_layer = lt.backward_input + lt.recompute + tp_bwd_exposed + 2 * lt.cp_exposed / 3 + lt.ep_exposed / 2
     if layout.recompute == "full":
         bi_layer += lt.tp_forward  # the replayed forward communicates again
-    bw_layer = lt.backward_weight + zero3_b
+    bw_compute = lt.backward_weight
     # the first and last stages also run the embedding and the output layer with its loss
     logits_f = matmul_time(tokens, model.vocab / t, model.hidden, cluster) + memory_time(
         tokens * model.vocab / t * (BF16 + 4) * 2, cluster)
@@ -379,7 +385,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     embedding_b = memory_time(model.vocab / t * model.hidden * (BF16 + BF16 + 2 * accumulator), cluster)
     # without gradient-accumulation fusion every weight gradient takes the same pass, once per micro-batch
     unfused = 0.0 if layout.grad_accumulation_fusion else BF16 + 2 * accumulator
-    bw_layer += memory_time(layer_params_local(model, layout) * unfused, cluster)
+    bw_compute += memory_time(layer_params_local(model, layout) * unfused, cluster)
+    bw_layer = bw_compute + zero3_b
     logits_b += 2 * memory_time(model.vocab / t * model.hidden * unfused, cluster)  # /2 below: on W
     stages = p * v
     dur = {"F": [f_layer * layers_per_chunk] * stages, "B": [bi_layer * layers_per_chunk] * stages,
@@ -406,6 +413,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                "cp": lt.cp_exposed * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
                "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
     traffic = data_parallel_traffic(grads, layout.zero_stage, dp * c, m, layout.grad_reduce_bytes, BF16)
+    reduce = gather = 0.0  # the data-parallel reduction of stages 0-2 and their parameter all-gather
     if dp * c > 1 and layout.zero_stage < 3:
         if layout.zero_stage == 0:
             reduce = collectives.all_reduce(traffic["all_reduce"], dp_group, cluster)
@@ -441,7 +449,20 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     wire = {"dp": wire_bytes(traffic, dp * c), "tp": tp_ops * per_op if t > 1 else 0.0,
             "pp": 2 * m * v * act if p > 1 else 0.0}
     spans = []
-    if keep_spans:
+    if keep_spans and p == 1:  # no stages: the step layer by layer, each communication on its stream
+        spans = timeline.layer_spans(timeline.LayerCosts(
+            layers=model.layers, micro_batches=m,
+            forward=lt.forward + lt.cp_exposed / 3 + lt.ep_exposed / 2,
+            backward=bi_layer - tp_bwd_exposed - (lt.tp_forward if layout.recompute == "full" else 0.0)
+            + (0.0 if layout.overlap_tp_comm else lt.tp_backward),
+            weight=bw_compute, tp_forward=lt.tp_forward * (2 if layout.recompute == "full" else 1),
+            tp_backward=lt.tp_backward if layout.overlap_tp_comm else 0.0,
+            head_forward=logits_f, head_backward=logits_b + embedding_b,
+            cp_forward=lt.cp_ring, cp_backward=2 * lt.cp_ring,
+            gather=z3_gather, scatter=z3_scatter, bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
+            reduce_every_micro_batch=layout.zero_stage == 2,
+            overlap_reduce=layout.overlap_grad_reduce, optimizer=optimizer))
+    elif keep_spans:
         for r, action, start, end in timed.spans:
             spans.append({"stream": "compute", "rank": r, "kind": action.kind, "stage": action.stage,
                           "mb": action.mb, "start": start, "end": end})
@@ -449,6 +470,9 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             spans.append({"stream": "comm", "rank": 0, "kind": "dp", "stage": 0, "mb": -1,
                           "start": max(0.0, timed.makespan - min(comm_total["dp"], last_backward)),
                           "end": timed.makespan + exposed["dp"]})
+        for r in range(p):  # every stage steps its own optimizer once the gradients are reduced
+            spans.append({"stream": "compute", "rank": r, "kind": "opt", "stage": r, "mb": -1,
+                          "start": timed.makespan + exposed["dp"], "end": step})
     return Estimate(
         model=model, cluster=cluster, layout=layout, dp=dp, micro_batches=m, step_time_s=step,
         pipeline_s=timed.makespan, bubble_fraction=timed.bubble_fraction, exposed_comm_s=exposed_total,
