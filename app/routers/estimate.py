@@ -58,7 +58,7 @@ class EstimateParams(BaseModel):
 
 class EstimateQuery(EstimateParams):
     timeline: bool = Field(False, description="Also return the step's spans per pipeline rank (at most "
-                                              f"{MAX_SPANS} compute spans, and the DP reduction)")
+                                              f"{MAX_SPANS} spans: per stage, or per layer without stages)")
 
 
 class Span(BaseModel):
@@ -151,7 +151,10 @@ def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
 
 
 def layout_actions(e: est.Estimate) -> int:
-    """Compute spans a timeline would hold: F and B (and W) of every micro-batch on every stage."""
+    """Spans a timeline would hold: F and B (and W) of every micro-batch on every stage; without stages,
+    layer by layer: F, B, W and up to five communication spans per layer and micro-batch."""
+    if e.layout.pp == 1:
+        return 8 * (e.model.layers + 1) * e.micro_batches
     per = 3 if e.layout.schedule == "zero_bubble" else 2
     return e.layout.pp * e.layout.virtual_stages * e.micro_batches * per
 

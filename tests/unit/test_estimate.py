@@ -236,3 +236,65 @@ def test_blocking_pipeline_sends_stall_the_sender_for_every_hop():
 def replace_layout(layout, **changes):
     from dataclasses import replace
     return replace(layout, **changes)
+
+
+def _layer_timeline(**layout):
+    model = layout.pop("model", "llama3-70b")
+    spec, c, lay = build(model, micro_batch=1, **layout)
+    return estimate(spec, c, lay, keep_spans=True)
+
+
+def test_layer_timeline_ends_at_the_estimated_step_time():
+    """Without pipeline stages the timeline is layer by layer; its last span (the optimizer step) ends where
+    the estimate's step ends: exactly when nothing is exposed but TP and the last bucket, within 3 % with
+    ZeRO-3 (the timeline also pays each micro-batch's first gather, which the estimate's per-layer sum hides)."""
+    for kwargs, tolerance in ((dict(tp=8, zero_stage=1, gpus=32, global_batch=8), 1e-9),
+                              (dict(tp=4, zero_stage=0, gpus=4, global_batch=1), 1e-9),
+                              (dict(tp=8, zero_stage=2, gpus=32, global_batch=16), 1e-9),
+                              (dict(tp=8, zero_stage=3, gpus=32, global_batch=16), 0.03)):
+        e = _layer_timeline(**kwargs)
+        assert max(s["end"] for s in e.spans) == pytest.approx(e.step_time_s, rel=tolerance), kwargs
+
+
+def test_layer_timeline_zero3_prefetches_one_layer_ahead():
+    e = _layer_timeline(tp=8, zero_stage=3, gpus=32, global_batch=8)
+    forward = {s["layer"]: s for s in e.spans if s["kind"] == "F" and s["mb"] == 0}
+    gathers = [s for s in e.spans if s["kind"] == "zero3" and s["mb"] == 0]
+    layers = e.model.layers
+    first_gather = {}
+    for g in gathers:
+        first_gather.setdefault(g["layer"], g)  # the forward's gather comes first
+    assert set(first_gather) == set(range(layers))
+    for layer in range(1, layers):  # layer l + 1's weights are fetched while layer l computes
+        assert first_gather[layer]["start"] == pytest.approx(forward[layer - 1]["start"])
+        assert first_gather[layer]["end"] <= forward[layer]["start"] + 1e-12
+    # gathers in forward and backward, a reduce-scatter after each layer's backward: 3 per layer
+    assert len(gathers) == 3 * layers
+
+
+def test_layer_timeline_tp_forward_collectives_are_exposed_and_backward_ones_overlap():
+    e = _layer_timeline(tp=4, zero_stage=0, gpus=4, global_batch=1)
+    tp = [s for s in e.spans if s["kind"] == "tp"]
+    forward = sorted((s for s in e.spans if s["kind"] == "F" and s["layer"] < e.model.layers),
+                     key=lambda s: s["start"])
+    assert len(tp) == 2 * e.model.layers
+    for a, b in zip(forward, forward[1:]):  # compute waits for the layer's TP collectives in forward
+        gap = b["start"] - a["end"]
+        collective = next(s for s in tp if s["start"] == pytest.approx(a["end"]))
+        assert gap == pytest.approx(collective["end"] - collective["start"])
+    weights = {s["layer"]: s for s in e.spans if s["kind"] == "W"}
+    for s in tp:
+        if s["start"] > forward[-1]["end"]:  # backward: beside the weight gradients of the same layer
+            assert s["start"] == pytest.approx(weights[s["layer"]]["start"])
+    assert sum(s["end"] - s["start"] for s in tp if s["start"] <= forward[-1]["end"] + 1e-12) == pytest.approx(
+        e.exposed_by_kind["tp"])
+
+
+def test_layer_timeline_ddp_reduces_bucket_by_bucket_and_the_last_waits():
+    e = _layer_timeline(tp=8, zero_stage=0, gpus=32, global_batch=4)
+    buckets = sorted((s for s in e.spans if s["kind"] == "dp"), key=lambda s: s["start"])
+    backward = [s for s in e.spans if s["kind"] in ("B", "W")]
+    assert len(buckets) == e.model.layers
+    assert buckets[0]["start"] < max(s["end"] for s in backward)  # overlaps backward
+    assert buckets[-1]["end"] > max(s["end"] for s in backward)  # the last bucket is exposed
+    assert sum(s["end"] - s["start"] for s in buckets) == pytest.approx(e.comm_total_s["dp"])
