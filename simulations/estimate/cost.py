@@ -4,7 +4,9 @@ Compute: every matmul of a layer at the GPU's sustained matmul rate (at its powe
 runs), less the waves its tiles leave idle; attention fused (FlashAttention) at its measured fraction of peak, or unfused as two
 batched matmuls and a softmax on a roofline; norms, activations, dropouts and residual adds are
 memory-bound passes over HBM. Backward is twice the forward's matmuls (input and weight
-gradients); recomputation replays the forward (full) or the attention core (selective).
+gradients); recomputation replays the forward (full) or the attention core (selective). Also memory-bound:
+the loss's backward over the logits, the input embedding's dense gradient, and, without gradient-accumulation
+fusion, each micro-batch's weight gradients added to the accumulator (Megatron-LM's main_grad hook).
 
 Communication, each collective from `collectives` (its algorithm and its group's placement),
 on a stream beside compute with the dependencies a real step has:
@@ -12,7 +14,8 @@ on a stream beside compute with the dependencies a real step has:
   critical path of the layer in forward; in backward they overlap the weight-gradient matmuls
   (Korthikanti et al. 2022, sec. 6.2);
 - CP passes K and V around a ring while attention computes (ring attention); EP all-to-alls wait;
-- PP sends an activation per micro-batch to the next stage; the schedule (`schedule.run`) turns
+- PP sends an activation per micro-batch to the next stage (beside compute, or blocking both ranks as
+  Megatron-LM did before overlap_p2p_comm); the schedule (`schedule.run`) turns
   the stage durations into a makespan, and its idle time is the bubble;
 - DP reduces the gradients at the end of the step, overlapping the last micro-batch's backward
   bucket by bucket when `overlap_grad_reduce`; ZeRO-3 gathers each layer's parameters one layer

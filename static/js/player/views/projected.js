@@ -77,7 +77,7 @@ function draw(svg, est) {
   const lane = (H - TOP - AXIS) / lanes.length;
   const y = (s) => TOP + index.get(laneKey(s)) * lane;
   const degrees = [`TP ${est.tp}`, est.pp > 1 ? `PP ${est.pp}` : null, est.cp > 1 ? `CP ${est.cp}` : null,
-    `DP ${est.dp}`, est.zero_stage ? `ZeRO-${est.zero_stage}` : null].filter(Boolean).join(' · ');
+    `DP ${est.dp}`, est.zero_stage && est.dp * est.cp > 1 ? `ZeRO-${est.zero_stage}` : null].filter(Boolean).join(' · ');
   svg.append('text').attr('class', 'lane-label').attr('x', 8).attr('y', 28).style('font-size', '27px')
     .text(`modelled: ${est.gpus} × ${est.gpu}, ${est.model}, ${degrees}`);
   svg.append('text').attr('class', 'lane-label').attr('x', 8).attr('y', 62).style('font-size', '25px')
