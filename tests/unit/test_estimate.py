@@ -298,3 +298,17 @@ def test_layer_timeline_ddp_reduces_bucket_by_bucket_and_the_last_waits():
     assert buckets[0]["start"] < max(s["end"] for s in backward)  # overlaps backward
     assert buckets[-1]["end"] > max(s["end"] for s in backward)  # the last bucket is exposed
     assert sum(s["end"] - s["start"] for s in buckets) == pytest.approx(e.comm_total_s["dp"])
+
+
+def test_the_input_embedding_backward_writes_and_accumulates_a_dense_table_gradient():
+    """No GEMM: torch's embedding backward writes a dense bf16 [V/t, h] gradient (2 bytes an entry), and the
+    accumulator hook reads it (2) and reads and writes the bf16 accumulator (2 + 2), on the first stage."""
+    from simulations.estimate import gpt as shape
+    from simulations.estimate.hardware import HBM_EFFICIENCY
+    c = cluster("h100-80gb", 16)
+    base = Layout(tp=8, pp=2, schedule="zero_bubble", micro_batch=1, global_batch=8, zero_stage=0)
+    small = estimate(shape(8, 4096, 32, vocab=32000), c, base)
+    large = estimate(shape(8, 4096, 32, vocab=64000), c, base)
+    table = 32000 / 8 * 4096
+    assert large.stage_times["weight"] - small.stage_times["weight"] == pytest.approx(
+        table * (2 + 2 + 2 * 2) / (3350e9 * HBM_EFFICIENCY), rel=1e-9)
