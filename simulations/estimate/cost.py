@@ -140,6 +140,16 @@ class LayerTime:
     cp_ring: float = 0.0  # CP: the c − 1 hops of K and V in forward (twice that in backward), mostly hidden
 
 
+def ring_merge_bytes(model: Model, tokens: float, t: int, c: int) -> tuple[float, float]:
+    """Bytes ring attention moves to merge each of its c steps' partial results into the running one, a bf16
+    pass each (read the step's, read and write the running: 6 bytes an element), forward and backward.
+    Forward: the output, rescaled by the step's log-sum-exp (TransformerEngine's
+    flash_attn_fwd_out_correction); backward: dQ, dK and dV summed over the steps (dq.add_, dkv.add_).
+    The slowest rank runs all c steps in full."""
+    kv = 2 * model.kv_heads * model.head_dim
+    return c * 6 * tokens * model.hidden / t, c * 6 * tokens * (model.hidden + kv) / t
+
+
 def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
                tp_group: Group, cp_group: Group, ep_group: Group) -> LayerTime:
     t, c = layout.tp, layout.cp
@@ -178,6 +188,10 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     elementwise = memory_time(BF16 / 2 * (tokens * per_row / sp + tokens * per_row_tp), cluster)
     forward = forward_mm + attn_fwd + elementwise
     backward_input = backward_in + attn_bwd + 1.5 * elementwise
+    if c > 1:
+        merge_f, merge_b = ring_merge_bytes(model, tokens, t, c)
+        forward += memory_time(merge_f, cluster)
+        backward_input += memory_time(merge_b, cluster)
     if layout.recompute == "full":
         recompute = forward
     elif layout.recompute == "selective" and not model.flash_attention:

@@ -312,3 +312,12 @@ def test_the_input_embedding_backward_writes_and_accumulates_a_dense_table_gradi
     table = 32000 / 8 * 4096
     assert large.stage_times["weight"] - small.stage_times["weight"] == pytest.approx(
         table * (2 + 2 + 2 * 2) / (3350e9 * HBM_EFFICIENCY), rel=1e-9)
+
+
+def test_ring_attention_merges_each_steps_partial_results_by_hand():
+    """Llama 3 70B, TP 4, CP 2, one sequence of 8,192: 4,096 queries per rank, 2 steps, 6 bytes an element."""
+    from simulations.estimate import MODELS
+    from simulations.estimate.cost import ring_merge_bytes
+    forward, backward = ring_merge_bytes(MODELS["llama3-70b"], 4096, 4, 2)
+    assert forward == 2 * 6 * 4096 * 8192 / 4
+    assert backward == 2 * 6 * 4096 * (8192 + 2 * 8 * 128) / 4
