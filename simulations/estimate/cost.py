@@ -405,6 +405,18 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     bw_compute += memory_time(layer_params_local(model, layout) * unfused, cluster)
     bw_layer = bw_compute + zero3_b
     logits_b += 2 * memory_time(model.vocab / t * model.hidden * unfused, cluster)  # /2 below: on W
+    # TP at the model's two ends (Megatron-LM): the vocab-parallel embedding sums its partial outputs
+    # (reduce-scatter with SP, else all-reduce); the output layer gathers its input with SP (reduce-scatter
+    # in backward), else all-reduces the input's gradient in backward
+    embed_f = embed_b = head_f = head_b = 0.0
+    if t > 1:
+        whole = tokens * model.hidden * BF16
+        if layout.sequence_parallel:
+            gather_end = collectives.all_gather(whole, g["tp"], cluster)
+            scatter_end = collectives.reduce_scatter(whole, g["tp"], cluster)
+            embed_f, embed_b, head_f, head_b = scatter_end, gather_end, gather_end, scatter_end
+        else:
+            embed_f = head_b = collectives.all_reduce(whole, g["tp"], cluster)
     stages = p * v
     dur = {"F": [f_layer * layers_per_chunk] * stages, "B": [bi_layer * layers_per_chunk] * stages,
            "W": [bw_layer * layers_per_chunk] * stages}
@@ -412,6 +424,10 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     dur["B"][-1] += logits_b / 2
     dur["W"][-1] += logits_b / 2
     dur["W"][0] += embedding_b
+    dur["F"][0] += embed_f
+    dur["B"][0] += embed_b
+    dur["F"][-1] += head_f
+    dur["B"][-1] += head_b
     if layout.schedule != "zero_bubble":  # B carries the weight gradients too
         dur["B"] = [x + y for x, y in zip(dur["B"], dur["W"])]
     act = tokens * model.hidden * BF16 / t  # each TP rank sends its 1/t (SP, or Megatron's scatter/gather)
@@ -426,7 +442,10 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     last_backward = dur["B"][0] + (dur["W"][0] if layout.schedule == "zero_bubble" else 0.0)
     comm_total = {"tp": 2 * (lt.tp_forward + lt.tp_backward) * model.layers / p * m, "dp": 0.0, "pp": 2 * hop * m * v,
                   "zero3": 0.0, "cp": 0.0, "ep": lt.ep_exposed * model.layers / p * m}
-    exposed = {"tp": (lt.tp_forward * (2 if layout.recompute == "full" else 1) + tp_bwd_exposed) * model.layers / p * m,
+    ends = (embed_f + embed_b + head_f + head_b) * m  # on the first and last stages, which set the pace
+    comm_total["tp"] += ends
+    exposed = {"tp": (lt.tp_forward * (2 if layout.recompute == "full" else 1) + tp_bwd_exposed) * model.layers / p * m
+               + ends,
                "cp": lt.cp_exposed * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
                "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
     traffic = data_parallel_traffic(grads, layout.zero_stage, dp * c, m, layout.grad_reduce_bytes, BF16)
@@ -474,7 +493,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             + (0.0 if layout.overlap_tp_comm else lt.tp_backward),
             weight=bw_compute, tp_forward=lt.tp_forward * (2 if layout.recompute == "full" else 1),
             tp_backward=lt.tp_backward if layout.overlap_tp_comm else 0.0,
-            head_forward=logits_f, head_backward=logits_b + embedding_b,
+            embed_forward=embed_f, head_forward=logits_f + head_f,
+            head_backward=logits_b + head_b, embed_backward=embedding_b + embed_b,
             cp_forward=lt.cp_ring, cp_backward=2 * lt.cp_ring,
             gather=z3_gather, scatter=z3_scatter, bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
             reduce_every_micro_batch=layout.zero_stage == 2,

@@ -33,8 +33,10 @@ class LayerCosts:
     tp_backward: float  # beside the weight gradients
     cp_forward: float  # CP's ring of K and V beside the layer's compute (what it cannot hide is in forward)
     cp_backward: float
-    head_forward: float  # output layer and loss
+    embed_forward: float  # TP's sum of the vocab-parallel embedding's partial outputs (exposed)
+    head_forward: float  # output layer and loss (and TP's collectives there)
     head_backward: float
+    embed_backward: float  # the embedding's dense gradient (and TP's all-gather of it with SP), last in backward
     gather: float  # ZeRO-3: one layer's parameters
     scatter: float  # ZeRO-3: one layer's gradients
     bucket: float  # DP: one layer's gradient reduction (0: none)
@@ -65,6 +67,8 @@ def layer_spans(c: LayerCosts) -> list[dict]:
     zero3 = c.gather > 0
     for mb in range(c.micro_batches):
         # forward: gather layer l + 1 while layer l computes
+        if c.embed_forward:
+            clock = comm("tp", mb, -1, clock, c.embed_forward)
         gathered = comm("zero3", mb, 0, clock, c.gather) if zero3 else clock
         for layer in range(c.layers):
             start = max(clock, gathered)
@@ -92,8 +96,11 @@ def layer_spans(c: LayerCosts) -> list[dict]:
             clock = max(weights_done, tp_done)
             if zero3:
                 comm("zero3", mb, layer, clock, c.scatter)
-            if reduce_now and c.overlap_reduce:
+            if reduce_now and c.overlap_reduce and layer > 0:
                 comm("dp", mb, layer, clock, c.bucket)
+        clock = compute("B", mb, -1, clock, c.embed_backward)
+        if reduce_now and c.overlap_reduce:  # the first layer shares the last bucket with the embedding
+            comm("dp", mb, 0, clock, c.bucket)
         if reduce_now and not c.overlap_reduce:
             clock = comm("dp", mb, -1, clock, c.bucket * c.layers)
     done = max([clock, *comm_free.values()])  # the optimizer needs every gradient reduced

@@ -61,5 +61,5 @@ def test_zero3_is_replayed_layer_by_layer_with_its_gathers(page, deck_url):
 
 def test_tensor_parallel_is_replayed_with_its_collectives_exposed(page, deck_url):
     svg = _replayed(page, deck_url, "tp-on-a-cluster")
-    assert page.locator(f"{svg} .span-tp").count() == 2 * 80
+    assert page.locator(f"{svg} .span-tp").count() == 2 * 80 + 1  # per layer each way, and the embedding's
     assert "does not fit in memory" in page.text_content(svg)  # 70B on 4 GPUs, said so

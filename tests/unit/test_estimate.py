@@ -273,11 +273,11 @@ def test_layer_timeline_zero3_prefetches_one_layer_ahead():
 
 
 def test_layer_timeline_tp_forward_collectives_are_exposed_and_backward_ones_overlap():
-    e = _layer_timeline(tp=4, zero_stage=0, gpus=4, global_batch=1)
+    e = _layer_timeline(tp=4, zero_stage=0, gpus=4, global_batch=1, sequence_parallel=False)
     tp = [s for s in e.spans if s["kind"] == "tp"]
     forward = sorted((s for s in e.spans if s["kind"] == "F" and s["layer"] < e.model.layers),
                      key=lambda s: s["start"])
-    assert len(tp) == 2 * e.model.layers
+    assert len(tp) == 2 * e.model.layers + 1  # and the embedding's all-reduce of its partial outputs
     for a, b in zip(forward, forward[1:]):  # compute waits for the layer's TP collectives in forward
         gap = b["start"] - a["end"]
         collective = next(s for s in tp if s["start"] == pytest.approx(a["end"]))
@@ -286,8 +286,12 @@ def test_layer_timeline_tp_forward_collectives_are_exposed_and_backward_ones_ove
     for s in tp:
         if s["start"] > forward[-1]["end"]:  # backward: beside the weight gradients of the same layer
             assert s["start"] == pytest.approx(weights[s["layer"]]["start"])
-    assert sum(s["end"] - s["start"] for s in tp if s["start"] <= forward[-1]["end"] + 1e-12) == pytest.approx(
-        e.exposed_by_kind["tp"])
+    # exposed: the forward's collectives, what outlasts the weight gradients in backward, and the output
+    # layer's input-gradient all-reduce inside its backward
+    head = all_reduce(8192 * 8192 * 2, place(4, 1, 8), e.cluster)
+    in_forward = sum(s["end"] - s["start"] for s in tp if s["start"] <= forward[-1]["end"] + 1e-12)
+    past_weights = sum(max(0.0, s["end"] - weights[s["layer"]]["end"]) for s in tp if s["start"] > forward[-1]["end"])
+    assert in_forward + past_weights + head == pytest.approx(e.exposed_by_kind["tp"])
 
 
 def test_layer_timeline_ddp_reduces_bucket_by_bucket_and_the_last_waits():
