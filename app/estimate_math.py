@@ -129,15 +129,25 @@ class NoProjection(ValueError):
     """The live scenario has no modelled counterpart (yet)."""
 
 
+REPLAYED = ("pipeline", "ddp", "zero", "tensor_parallel", "parallel_3d", "ring_attention")
+
+
 def replay(scenario: str, params: dict, model: str = "llama3-70b", gpu_name: str = GPU) -> est.Estimate:
     """A live run's structure (its parallelism, degrees, schedule and micro-batches) with `model` on
-    `gpu_name`s: each pipeline stage a whole node (TP 8 inside it), each DDP rank a node of its own
-    (TP 8 inside, the DP ring across nodes). Returns the estimate with its timeline."""
+    `gpu_name`s. Every live rank that stands for a whole replica becomes a node (TP 8 inside it, the
+    data-parallel, ZeRO or context-parallel group across nodes); the tensor-parallel run's ranks stay GPUs
+    of one node; the 3D run keeps its TP × PP × DP degrees. Returns the estimate with its timeline."""
     def number(name: str, default: int) -> int:
         try:
             return int(params.get(name, default))
         except (TypeError, ValueError):
             raise est.LayoutError(name, f"must be an integer, got {params.get(name)!r}") from None
+
+    def flag(name: str, default: bool) -> bool:
+        value = str(params.get(name, default)).lower()
+        if value not in ("true", "false", "1", "0"):
+            raise est.LayoutError(name, f"must be true or false, got {params.get(name)!r}")
+        return value in ("true", "1")
 
     if scenario == "pipeline":
         stages, m = number("stages", 4), number("microbatches", 8)
@@ -149,6 +159,24 @@ def replay(scenario: str, params: dict, model: str = "llama3-70b", gpu_name: str
         ranks = number("world_size", 4)
         spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=8 * ranks, tp=8, zero_stage=0, micro_batch=1,
                                           global_batch=ranks * number("batch_per_rank", 2))
+    elif scenario == "zero":  # each rank a node; its micro-batches of samples become sequences
+        ranks, g = number("world_size", 4), number("grad_accumulation", 1)
+        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=8 * ranks, tp=8, zero_stage=number("stage", 3),
+                                          micro_batch=1, global_batch=ranks * g,
+                                          recompute="full" if flag("activation_checkpointing", False) else "selective")
+    elif scenario == "tensor_parallel":  # the TP ranks are GPUs of one node, one micro-batch
+        tp, b = number("tp", 4), number("batch", 1)
+        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=tp, tp=tp, zero_stage=0, micro_batch=b,
+                                          global_batch=b, sequence_parallel=flag("sequence_parallel", False))
+    elif scenario == "parallel_3d":  # the same degrees, GPipe as the live run
+        tp, pp, dp = number("tp", 2), number("pp", 2), number("dp", 2)
+        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=tp * pp * dp, tp=tp, pp=pp, zero_stage=0,
+                                          schedule="gpipe", virtual_stages=1, micro_batch=1,
+                                          global_batch=dp * number("microbatches", 2))
+    elif scenario == "ring_attention":  # each rank on the ring a node, the sequence split over them
+        ranks = number("world_size", 4)
+        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=8 * ranks, tp=8, cp=ranks, zero_stage=1,
+                                          micro_batch=1, global_batch=1)
     else:
-        raise NoProjection(f"no modelled cluster for the {scenario!r} scenario yet: pipeline and ddp have one")
+        raise NoProjection(f"no modelled cluster for the {scenario!r} scenario yet: {', '.join(REPLAYED)} have one")
     return est.estimate(spec, cluster, layout, keep_spans=True)

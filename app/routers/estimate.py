@@ -58,15 +58,17 @@ class EstimateParams(BaseModel):
 
 class EstimateQuery(EstimateParams):
     timeline: bool = Field(False, description="Also return the step's spans per pipeline rank (at most "
-                                              f"{MAX_SPANS} compute spans, and the DP reduction)")
+                                              f"{MAX_SPANS} spans: per stage, or per layer without stages)")
 
 
 class Span(BaseModel):
     stream: Literal["compute", "comm"]
     rank: int = Field(description="Pipeline rank (stage index without virtual stages)")
-    kind: str = Field(description="F, B or W (compute), dp (communication)")
+    kind: str = Field(description="F, B, W or opt (compute); dp, tp or zero3 (communication)")
     stage: int
-    mb: int = Field(description="Micro-batch; -1 for the step's DP reduction")
+    mb: int = Field(description="Micro-batch; -1 for the step's DP reduction and the optimizer step")
+    layer: int | None = Field(None, description="Layer, in a timeline without pipeline stages (-1: none, "
+                                                "the model's layer count: the output layer and loss)")
     start: float = Field(description="Seconds from the start of the step")
     end: float
 
@@ -107,7 +109,7 @@ class EstimateResult(BaseModel):
 class ReplayParams(BaseModel):
     model_config = ConfigDict(extra="allow")  # the live scenario's own parameters ride along
 
-    scenario: Literal["pipeline", "ddp"]
+    scenario: Literal["pipeline", "ddp", "zero", "tensor_parallel", "parallel_3d", "ring_attention"]
     model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b"] = "llama3-70b"
     gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
 
@@ -149,7 +151,10 @@ def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
 
 
 def layout_actions(e: est.Estimate) -> int:
-    """Compute spans a timeline would hold: F and B (and W) of every micro-batch on every stage."""
+    """Spans a timeline would hold: F and B (and W) of every micro-batch on every stage; without stages,
+    layer by layer: F, B, W and up to five communication spans per layer and micro-batch."""
+    if e.layout.pp == 1:
+        return 8 * (e.model.layers + 1) * e.micro_batches
     per = 3 if e.layout.schedule == "zero_bubble" else 2
     return e.layout.pp * e.layout.virtual_stages * e.micro_batches * per
 

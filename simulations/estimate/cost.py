@@ -4,7 +4,9 @@ Compute: every matmul of a layer at the GPU's sustained matmul rate (at its powe
 runs), less the waves its tiles leave idle; attention fused (FlashAttention) at its measured fraction of peak, or unfused as two
 batched matmuls and a softmax on a roofline; norms, activations, dropouts and residual adds are
 memory-bound passes over HBM. Backward is twice the forward's matmuls (input and weight
-gradients); recomputation replays the forward (full) or the attention core (selective).
+gradients); recomputation replays the forward (full) or the attention core (selective). Also memory-bound:
+the loss's backward over the logits, the input embedding's dense gradient, and, without gradient-accumulation
+fusion, each micro-batch's weight gradients added to the accumulator (Megatron-LM's main_grad hook).
 
 Communication, each collective from `collectives` (its algorithm and its group's placement),
 on a stream beside compute with the dependencies a real step has:
@@ -12,7 +14,8 @@ on a stream beside compute with the dependencies a real step has:
   critical path of the layer in forward; in backward they overlap the weight-gradient matmuls
   (Korthikanti et al. 2022, sec. 6.2);
 - CP passes K and V around a ring while attention computes (ring attention); EP all-to-alls wait;
-- PP sends an activation per micro-batch to the next stage; the schedule (`schedule.run`) turns
+- PP sends an activation per micro-batch to the next stage (beside compute, or blocking both ranks as
+  Megatron-LM did before overlap_p2p_comm); the schedule (`schedule.run`) turns
   the stage durations into a makespan, and its idle time is the bubble;
 - DP reduces the gradients at the end of the step, overlapping the last micro-batch's backward
   bucket by bucket when `overlap_grad_reduce`; ZeRO-3 gathers each layer's parameters one layer
@@ -26,7 +29,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from simulations import formulas
-from simulations.estimate import collectives, schedule
+from simulations.estimate import collectives, schedule, timeline
 from simulations.estimate.collectives import Group, place
 from simulations.estimate.hardware import FLASH_ATTENTION_EFFICIENCY, HBM_EFFICIENCY, Cluster
 from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, validate
@@ -134,6 +137,17 @@ class LayerTime:
     cp_exposed: float
     ep_exposed: float
     attention_core: float  # forward time of attention itself (the part selective recomputation replays)
+    cp_ring: float = 0.0  # CP: the c − 1 hops of K and V in forward (twice that in backward), mostly hidden
+
+
+def ring_merge_bytes(model: Model, tokens: float, t: int, c: int) -> tuple[float, float]:
+    """Bytes ring attention moves to merge each of its c steps' partial results into the running one, a bf16
+    pass each (read the step's, read and write the running: 6 bytes an element), forward and backward.
+    Forward: the output, rescaled by the step's log-sum-exp (TransformerEngine's
+    flash_attn_fwd_out_correction); backward: dQ, dK and dV summed over the steps (dq.add_, dkv.add_).
+    The slowest rank runs all c steps in full."""
+    kv = 2 * model.kv_heads * model.head_dim
+    return c * 6 * tokens * model.hidden / t, c * 6 * tokens * (model.hidden + kv) / t
 
 
 def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
@@ -174,6 +188,10 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     elementwise = memory_time(BF16 / 2 * (tokens * per_row / sp + tokens * per_row_tp), cluster)
     forward = forward_mm + attn_fwd + elementwise
     backward_input = backward_in + attn_bwd + 1.5 * elementwise
+    if c > 1:
+        merge_f, merge_b = ring_merge_bytes(model, tokens, t, c)
+        forward += memory_time(merge_f, cluster)
+        backward_input += memory_time(merge_b, cluster)
     if layout.recompute == "full":
         recompute = forward
     elif layout.recompute == "selective" and not model.flash_attention:
@@ -191,7 +209,7 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         tp_forward, tp_backward = 2 * one, 2 * one
     else:
         tp_forward = tp_backward = 0.0
-    cp_exposed = 0.0
+    cp_exposed = hops = 0.0
     if c > 1:  # ring attention: c − 1 hops of this rank's K and V, hidden behind the attention compute
         kv = 2 * tokens * model.kv_heads / max(1, min(t, model.kv_heads)) * model.head_dim * BF16
         hops = (c - 1) * collectives.send(kv, cp_group.crosses_nodes, cluster)
@@ -200,7 +218,7 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     if model.experts and layout.ep > 1:  # dispatch and combine, forward and backward
         ep_exposed = 4 * collectives.all_to_all(activation * model.top_k, ep_group, cluster)
     return LayerTime(forward, backward_input, backward_w, recompute, tp_forward, tp_backward, cp_exposed,
-                     ep_exposed, attn_fwd)
+                     ep_exposed, attn_fwd, hops)
 
 
 # -- data-parallel traffic ------------------------------------------------------------------------
@@ -350,47 +368,88 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     tokens = b * model.seq_len / c
     # ZeRO-3: gather each layer's weights before its forward and again before its backward, and
     # reduce-scatter its gradients after, one layer ahead of compute (prefetch)
-    zero3_f = zero3_b = 0.0
+    zero3_f = zero3_b = z3_gather = z3_scatter = 0.0
     if layout.zero_stage == 3 and dp * c > 1:
         weights = BF16 * layer_params_local(model, layout)
         z3_gather = collectives.all_gather(weights, place(dp * c, t, cluster.gpus_per_node), cluster)
         z3_scatter = collectives.reduce_scatter(weights * layout.grad_reduce_bytes / BF16,
                                                 place(dp * c, t, cluster.gpus_per_node), cluster)
         zero3_f = max(0.0, z3_gather - lt.forward - lt.tp_forward)
-        zero3_b = max(0.0, z3_gather + z3_scatter - lt.backward_input - lt.backward_weight - lt.recompute)
+        # the backward window: input gradients (and replay), then the weight gradients or TP's backward
+        # collectives beside them, whichever is longer
+        tp_beside = lt.tp_backward if layout.overlap_tp_comm else 0.0
+        window = lt.backward_input + lt.recompute + max(lt.backward_weight, tp_beside) + (
+            0.0 if layout.overlap_tp_comm else lt.tp_backward)
+        zero3_b = max(0.0, z3_gather + z3_scatter - window)
     layers_per_chunk = math.ceil(model.layers / (p * v))  # uneven splits: the busiest stage sets the pace
     f_layer = lt.forward + lt.tp_forward + lt.cp_exposed / 3 + lt.ep_exposed / 2 + zero3_f
     tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight) if layout.overlap_tp_comm else lt.tp_backward
     bi_layer = lt.backward_input + lt.recompute + tp_bwd_exposed + 2 * lt.cp_exposed / 3 + lt.ep_exposed / 2
     if layout.recompute == "full":
         bi_layer += lt.tp_forward  # the replayed forward communicates again
-    bw_layer = lt.backward_weight + zero3_b
+    bw_compute = lt.backward_weight
     # the first and last stages also run the embedding and the output layer with its loss
     logits_f = matmul_time(tokens, model.vocab / t, model.hidden, cluster) + memory_time(
         tokens * model.vocab / t * (BF16 + 4) * 2, cluster)
     logits_b = matmul_time(tokens, model.hidden, model.vocab / t, cluster) + matmul_time(
         model.hidden, model.vocab / t, tokens, cluster)
+    # the loss's backward (Megatron's vocab-parallel cross entropy): the saved fp32 softmax minus the one-hot
+    # target, scaled in place (read 4, write 4), then cast to bf16 for the logit GEMMs (read 4, write 2)
+    logits_b += memory_time(tokens * model.vocab / t * (4 + 4 + 4 + BF16), cluster)
+    # the input embedding's backward is no GEMM: a dense bf16 gradient of the whole [V/t, h] table is written
+    # (torch's embedding_dense_backward) and added to the accumulator (read 2, read and write the accumulator)
+    accumulator = layout.grad_reduce_bytes
+    embedding_b = memory_time(model.vocab / t * model.hidden * (BF16 + BF16 + 2 * accumulator), cluster)
+    # without gradient-accumulation fusion every weight gradient takes the same pass, once per micro-batch
+    unfused = 0.0 if layout.grad_accumulation_fusion else BF16 + 2 * accumulator
+    bw_compute += memory_time(layer_params_local(model, layout) * unfused, cluster)
+    bw_layer = bw_compute + zero3_b
+    logits_b += 2 * memory_time(model.vocab / t * model.hidden * unfused, cluster)  # /2 below: on W
+    # TP at the model's two ends (Megatron-LM): the vocab-parallel embedding sums its partial outputs
+    # (reduce-scatter with SP, else all-reduce); the output layer gathers its input with SP (reduce-scatter
+    # in backward), else all-reduces the input's gradient in backward
+    embed_f = embed_b = head_f = head_b = 0.0
+    if t > 1:
+        whole = tokens * model.hidden * BF16
+        if layout.sequence_parallel:
+            gather_end = collectives.all_gather(whole, g["tp"], cluster)
+            scatter_end = collectives.reduce_scatter(whole, g["tp"], cluster)
+            embed_f, embed_b, head_f, head_b = scatter_end, gather_end, gather_end, scatter_end
+        else:
+            embed_f = head_b = collectives.all_reduce(whole, g["tp"], cluster)
     stages = p * v
     dur = {"F": [f_layer * layers_per_chunk] * stages, "B": [bi_layer * layers_per_chunk] * stages,
            "W": [bw_layer * layers_per_chunk] * stages}
     dur["F"][-1] += logits_f
     dur["B"][-1] += logits_b / 2
     dur["W"][-1] += logits_b / 2
+    dur["W"][0] += embedding_b
+    dur["F"][0] += embed_f
+    dur["B"][0] += embed_b
+    dur["F"][-1] += head_f
+    dur["B"][-1] += head_b
     if layout.schedule != "zero_bubble":  # B carries the weight gradients too
         dur["B"] = [x + y for x, y in zip(dur["B"], dur["W"])]
     act = tokens * model.hidden * BF16 / t  # each TP rank sends its 1/t (SP, or Megatron's scatter/gather)
     hop = collectives.send(act, g["pp"].crosses_nodes, cluster) if p > 1 else 0.0
-    timed = pipeline_time(layout.schedule, p, m, v, dur, hop, keep_spans, fast)
+    if hop and not layout.overlap_p2p_comm:  # a blocking send: the sender's stream waits for the transfer
+        dur["F"] = [d + hop * (s < stages - 1) for s, d in enumerate(dur["F"])]
+        dur["B"] = [d + hop * (s > 0) for s, d in enumerate(dur["B"])]
+    timed = pipeline_time(layout.schedule, p, m, v, dur, hop if layout.overlap_p2p_comm else 0.0, keep_spans, fast)
     # DP: gradients of the stage, at the end of the step
     grads = stage_params(model, layout, 0)
     dp_group = place(dp * c, t, cluster.gpus_per_node)
     last_backward = dur["B"][0] + (dur["W"][0] if layout.schedule == "zero_bubble" else 0.0)
     comm_total = {"tp": 2 * (lt.tp_forward + lt.tp_backward) * model.layers / p * m, "dp": 0.0, "pp": 2 * hop * m * v,
                   "zero3": 0.0, "cp": 0.0, "ep": lt.ep_exposed * model.layers / p * m}
-    exposed = {"tp": (lt.tp_forward * (2 if layout.recompute == "full" else 1) + tp_bwd_exposed) * model.layers / p * m,
+    ends = (embed_f + embed_b + head_f + head_b) * m  # on the first and last stages, which set the pace
+    comm_total["tp"] += ends
+    exposed = {"tp": (lt.tp_forward * (2 if layout.recompute == "full" else 1) + tp_bwd_exposed) * model.layers / p * m
+               + ends,
                "cp": lt.cp_exposed * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
                "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
     traffic = data_parallel_traffic(grads, layout.zero_stage, dp * c, m, layout.grad_reduce_bytes, BF16)
+    reduce = gather = 0.0  # the data-parallel reduction of stages 0-2 and their parameter all-gather
     if dp * c > 1 and layout.zero_stage < 3:
         if layout.zero_stage == 0:
             reduce = collectives.all_reduce(traffic["all_reduce"], dp_group, cluster)
@@ -426,7 +485,21 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     wire = {"dp": wire_bytes(traffic, dp * c), "tp": tp_ops * per_op if t > 1 else 0.0,
             "pp": 2 * m * v * act if p > 1 else 0.0}
     spans = []
-    if keep_spans:
+    if keep_spans and p == 1:  # no stages: the step layer by layer, each communication on its stream
+        spans = timeline.layer_spans(timeline.LayerCosts(
+            layers=model.layers, micro_batches=m,
+            forward=lt.forward + lt.cp_exposed / 3 + lt.ep_exposed / 2,
+            backward=bi_layer - tp_bwd_exposed - (lt.tp_forward if layout.recompute == "full" else 0.0)
+            + (0.0 if layout.overlap_tp_comm else lt.tp_backward),
+            weight=bw_compute, tp_forward=lt.tp_forward * (2 if layout.recompute == "full" else 1),
+            tp_backward=lt.tp_backward if layout.overlap_tp_comm else 0.0,
+            embed_forward=embed_f, head_forward=logits_f + head_f,
+            head_backward=logits_b + head_b, embed_backward=embedding_b + embed_b,
+            cp_forward=lt.cp_ring, cp_backward=2 * lt.cp_ring,
+            gather=z3_gather, scatter=z3_scatter, bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
+            reduce_every_micro_batch=layout.zero_stage == 2,
+            overlap_reduce=layout.overlap_grad_reduce, optimizer=optimizer))
+    elif keep_spans:
         for r, action, start, end in timed.spans:
             spans.append({"stream": "compute", "rank": r, "kind": action.kind, "stage": action.stage,
                           "mb": action.mb, "start": start, "end": end})
@@ -434,6 +507,9 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             spans.append({"stream": "comm", "rank": 0, "kind": "dp", "stage": 0, "mb": -1,
                           "start": max(0.0, timed.makespan - min(comm_total["dp"], last_backward)),
                           "end": timed.makespan + exposed["dp"]})
+        for r in range(p):  # every stage steps its own optimizer once the gradients are reduced
+            spans.append({"stream": "compute", "rank": r, "kind": "opt", "stage": r, "mb": -1,
+                          "start": timed.makespan + exposed["dp"], "end": step})
     return Estimate(
         model=model, cluster=cluster, layout=layout, dp=dp, micro_batches=m, step_time_s=step,
         pipeline_s=timed.makespan, bubble_fraction=timed.bubble_fraction, exposed_comm_s=exposed_total,

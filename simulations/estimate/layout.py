@@ -43,6 +43,14 @@ class Layout:
     overlap_tp_comm: bool = True  # TP's backward all-reduce behind the weight gradients (Korthikanti et al. 2022)
     overlap_param_gather: bool = True  # ZeRO-1/2 parameter all-gather hidden behind the next forward
     grad_reduce_bytes: int = 2  # bytes per gradient element on the wire (bf16; 4 for fp32)
+    # Pipeline sends and receives on their own stream while the next micro-batch computes (Megatron-core's
+    # overlap_p2p_comm, 2023). False: Megatron-LM before it, which waited for every batched send/recv and then
+    # called torch.cuda.synchronize() (p2p_communication._communicate), so each hop stalls both ranks.
+    overlap_p2p_comm: bool = True
+    # Weight-gradient GEMMs accumulate straight into the fp32 main gradient (Megatron-LM's
+    # --gradient-accumulation-fusion, 2022). False: a backward hook adds each micro-batch's gradient to the
+    # accumulator afterwards (param.main_grad.add_(param.grad), Megatron-LM's DDP), a memory-bound pass.
+    grad_accumulation_fusion: bool = True
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)

@@ -39,5 +39,27 @@ def test_a_live_run_is_replayed_on_a_modelled_cluster(page, deck_url):
     page.wait_for_selector("html.deck-ready")
     page.wait_for_selector("#on-a-cluster svg.sim-view-projected[data-spans]", timeout=120_000)
     spans = int(page.get_attribute("#on-a-cluster svg.sim-view-projected", "data-spans"))
-    assert spans == 2 * 4 * 8  # F and B of 8 micro-batches on 4 stages
+    assert spans == 2 * 4 * 8 + 4  # F and B of 8 micro-batches on 4 stages, and each stage's optimizer step
     assert "modelled:" in page.text_content("#on-a-cluster svg.sim-view-projected")
+
+
+def _replayed(page, deck_url, slide):
+    page.goto(f"{deck_url}/#/{slide}/0")
+    page.wait_for_selector("html.deck-ready")
+    svg = f"#{slide} svg.sim-view-projected"
+    page.wait_for_selector(f"{svg}[data-spans]", timeout=120_000)
+    return svg
+
+
+def test_zero3_is_replayed_layer_by_layer_with_its_gathers(page, deck_url):
+    svg = _replayed(page, deck_url, "zero3-on-a-cluster")
+    labels = page.locator(f"{svg} .lane-label").all_text_contents()
+    assert "ZeRO-3" in labels and "TP comm." in labels and "modelled:" in labels[0]
+    gathers = page.locator(f"{svg} .span-zero3").count()
+    assert gathers == 3 * 80 * 2  # Llama 3 70B: forward and backward gathers, a reduce-scatter; 2 micro-batches
+
+
+def test_tensor_parallel_is_replayed_with_its_collectives_exposed(page, deck_url):
+    svg = _replayed(page, deck_url, "tp-on-a-cluster")
+    assert page.locator(f"{svg} .span-tp").count() == 2 * 80 + 1  # per layer each way, and the embedding's
+    assert "does not fit in memory" in page.text_content(svg)  # 70B on 4 GPUs, said so

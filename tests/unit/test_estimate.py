@@ -203,3 +203,125 @@ def test_expert_parallel_splits_the_experts_and_pays_all_to_alls():
     experts_bytes = 2 * model.layers * model.experts * 3 * model.hidden * model.ffn_hidden
     saved = one.memory_per_gpu_bytes["parameters"] - eight.memory_per_gpu_bytes["parameters"]
     assert saved == pytest.approx(experts_bytes * 7 / 8)
+
+
+def test_unfused_gradient_accumulation_costs_one_memory_pass_per_weight_per_micro_batch():
+    """Megatron-LM's DDP hook (param.main_grad.add_(param.grad)) reads the bf16 gradient and reads and
+    writes the accumulator: 2 + 2·2 bytes per weight per micro-batch at the achievable HBM bandwidth."""
+    from simulations.estimate.cost import layer_params_local
+    from simulations.estimate.hardware import HBM_EFFICIENCY
+    model, c = gpt(8, 2048, 16), cluster("a100-80gb", 8)
+    base = Layout(tp=2, pp=2, schedule="1f1b", micro_batch=1, global_batch=8, zero_stage=0)
+    fused = estimate(model, c, base)
+    unfused = estimate(model, c, replace_layout(base, grad_accumulation_fusion=False))
+    per_layer = layer_params_local(model, base) * (2 + 2 * 2) / (2039e9 * HBM_EFFICIENCY)
+    layers_per_stage = 8 // 2
+    added = unfused.stage_times["backward"] - fused.stage_times["backward"]
+    assert added == pytest.approx(layers_per_stage * per_layer, rel=1e-9)
+
+
+def test_blocking_pipeline_sends_stall_the_sender_for_every_hop():
+    """Megatron-LM before overlap_p2p_comm waited for each send and receive (torch.cuda.synchronize()):
+    the last stage's m backwards each pay one hop on its own stream; all but the last were hidden in the
+    overlapped schedule's slack, so the step grows by at least m − 1 hops."""
+    model, c = gpt(8, 2048, 16), cluster("a100-80gb", 16)
+    base = Layout(tp=8, pp=2, schedule="1f1b", micro_batch=1, global_batch=8, zero_stage=0)
+    overlapped = estimate(model, c, base)
+    blocking = estimate(model, c, replace_layout(base, overlap_p2p_comm=False))
+    hop = overlapped.stage_times["hop"]
+    assert hop > 0
+    assert blocking.pipeline_s - overlapped.pipeline_s >= 7 * hop * (1 - 1e-9)
+
+
+def replace_layout(layout, **changes):
+    from dataclasses import replace
+    return replace(layout, **changes)
+
+
+def _layer_timeline(**layout):
+    model = layout.pop("model", "llama3-70b")
+    spec, c, lay = build(model, micro_batch=1, **layout)
+    return estimate(spec, c, lay, keep_spans=True)
+
+
+def test_layer_timeline_ends_at_the_estimated_step_time():
+    """Without pipeline stages the timeline is layer by layer; its last span (the optimizer step) ends where
+    the estimate's step ends: exactly when nothing is exposed but TP and the last bucket, within 3 % with
+    ZeRO-3 (the timeline also pays each micro-batch's first gather, which the estimate's per-layer sum hides)."""
+    for kwargs, tolerance in ((dict(tp=8, zero_stage=1, gpus=32, global_batch=8), 1e-9),
+                              (dict(tp=4, zero_stage=0, gpus=4, global_batch=1), 1e-9),
+                              (dict(tp=8, zero_stage=2, gpus=32, global_batch=16), 1e-9),
+                              (dict(tp=8, zero_stage=3, gpus=32, global_batch=16), 0.03)):
+        e = _layer_timeline(**kwargs)
+        assert max(s["end"] for s in e.spans) == pytest.approx(e.step_time_s, rel=tolerance), kwargs
+
+
+def test_layer_timeline_zero3_prefetches_one_layer_ahead():
+    e = _layer_timeline(tp=8, zero_stage=3, gpus=32, global_batch=8)
+    forward = {s["layer"]: s for s in e.spans if s["kind"] == "F" and s["mb"] == 0}
+    gathers = [s for s in e.spans if s["kind"] == "zero3" and s["mb"] == 0]
+    layers = e.model.layers
+    first_gather = {}
+    for g in gathers:
+        first_gather.setdefault(g["layer"], g)  # the forward's gather comes first
+    assert set(first_gather) == set(range(layers))
+    for layer in range(1, layers):  # layer l + 1's weights are fetched while layer l computes
+        assert first_gather[layer]["start"] == pytest.approx(forward[layer - 1]["start"])
+        assert first_gather[layer]["end"] <= forward[layer]["start"] + 1e-12
+    # gathers in forward and backward, a reduce-scatter after each layer's backward: 3 per layer
+    assert len(gathers) == 3 * layers
+
+
+def test_layer_timeline_tp_forward_collectives_are_exposed_and_backward_ones_overlap():
+    e = _layer_timeline(tp=4, zero_stage=0, gpus=4, global_batch=1, sequence_parallel=False)
+    tp = [s for s in e.spans if s["kind"] == "tp"]
+    forward = sorted((s for s in e.spans if s["kind"] == "F" and s["layer"] < e.model.layers),
+                     key=lambda s: s["start"])
+    assert len(tp) == 2 * e.model.layers + 1  # and the embedding's all-reduce of its partial outputs
+    for a, b in zip(forward, forward[1:]):  # compute waits for the layer's TP collectives in forward
+        gap = b["start"] - a["end"]
+        collective = next(s for s in tp if s["start"] == pytest.approx(a["end"]))
+        assert gap == pytest.approx(collective["end"] - collective["start"])
+    weights = {s["layer"]: s for s in e.spans if s["kind"] == "W"}
+    for s in tp:
+        if s["start"] > forward[-1]["end"]:  # backward: beside the weight gradients of the same layer
+            assert s["start"] == pytest.approx(weights[s["layer"]]["start"])
+    # exposed: the forward's collectives, what outlasts the weight gradients in backward, and the output
+    # layer's input-gradient all-reduce inside its backward
+    head = all_reduce(8192 * 8192 * 2, place(4, 1, 8), e.cluster)
+    in_forward = sum(s["end"] - s["start"] for s in tp if s["start"] <= forward[-1]["end"] + 1e-12)
+    past_weights = sum(max(0.0, s["end"] - weights[s["layer"]]["end"]) for s in tp if s["start"] > forward[-1]["end"])
+    assert in_forward + past_weights + head == pytest.approx(e.exposed_by_kind["tp"])
+
+
+def test_layer_timeline_ddp_reduces_bucket_by_bucket_and_the_last_waits():
+    e = _layer_timeline(tp=8, zero_stage=0, gpus=32, global_batch=4)
+    buckets = sorted((s for s in e.spans if s["kind"] == "dp"), key=lambda s: s["start"])
+    backward = [s for s in e.spans if s["kind"] in ("B", "W")]
+    assert len(buckets) == e.model.layers
+    assert buckets[0]["start"] < max(s["end"] for s in backward)  # overlaps backward
+    assert buckets[-1]["end"] > max(s["end"] for s in backward)  # the last bucket is exposed
+    assert sum(s["end"] - s["start"] for s in buckets) == pytest.approx(e.comm_total_s["dp"])
+
+
+def test_the_input_embedding_backward_writes_and_accumulates_a_dense_table_gradient():
+    """No GEMM: torch's embedding backward writes a dense bf16 [V/t, h] gradient (2 bytes an entry), and the
+    accumulator hook reads it (2) and reads and writes the bf16 accumulator (2 + 2), on the first stage."""
+    from simulations.estimate import gpt as shape
+    from simulations.estimate.hardware import HBM_EFFICIENCY
+    c = cluster("h100-80gb", 16)
+    base = Layout(tp=8, pp=2, schedule="zero_bubble", micro_batch=1, global_batch=8, zero_stage=0)
+    small = estimate(shape(8, 4096, 32, vocab=32000), c, base)
+    large = estimate(shape(8, 4096, 32, vocab=64000), c, base)
+    table = 32000 / 8 * 4096
+    assert large.stage_times["weight"] - small.stage_times["weight"] == pytest.approx(
+        table * (2 + 2 + 2 * 2) / (3350e9 * HBM_EFFICIENCY), rel=1e-9)
+
+
+def test_ring_attention_merges_each_steps_partial_results_by_hand():
+    """Llama 3 70B, TP 4, CP 2, one sequence of 8,192: 4,096 queries per rank, 2 steps, 6 bytes an element."""
+    from simulations.estimate import MODELS
+    from simulations.estimate.cost import ring_merge_bytes
+    forward, backward = ring_merge_bytes(MODELS["llama3-70b"], 4096, 4, 2)
+    assert forward == 2 * 6 * 4096 * 8192 / 4
+    assert backward == 2 * 6 * 4096 * (8192 + 2 * 8 * 128) / 4

@@ -26,9 +26,14 @@ README_405b.md, NeMo 24.09, BF16): Llama 3.1 70B with TP 4, PP 4, CP 2, VP 5, mi
 405B recipe trains with the GPT-2 BPE tokenizer as a proxy (its README): vocabulary 50,257, which
 Megatron pads to a multiple of 128 × TP (51,200); the 70B one with Llama 3's 128,256 (padded: 128,512).
 
+The 2021-22 software: Megatron-LM's pipeline sends then blocked both ranks (batched send/recv, wait, then
+torch.cuda.synchronize(), p2p_communication._communicate) for tables A and B; table A's code also added each
+micro-batch's weight gradients to the accumulator in a backward hook (param.main_grad.add_(param.grad)),
+before gradient-accumulation fusion folded that into the GEMM (Megatron-LM 2022, with Korthikanti et al.'s
+work, so table B runs fused).
+
 The issue's target is every row within 15 % and the median within 10 %: tables A and B meet both, table C
-every row (its median is 12 %). The model still reads fast on nearly every row (see `-s`): the error
-is one-sided, which says something is missing rather than noise.
+every row (its median is 10.0 %). The model still reads fast on every row of table C (see `-s`).
 """
 
 from __future__ import annotations
@@ -84,7 +89,8 @@ def narayanan_rows():
     for params, heads, hidden, layers, tp, pp, gpus, batch, mb, v, overlap, published in NARAYANAN_TABLE_1:
         layout = Layout(tp=tp, pp=pp, zero_stage=0, schedule="interleaved_1f1b" if v > 1 else "1f1b",
                         virtual_stages=v, micro_batch=mb, global_batch=batch, recompute="full",
-                        sequence_parallel=False, overlap_grad_reduce=overlap, overlap_tp_comm=False)
+                        sequence_parallel=False, overlap_grad_reduce=overlap, overlap_tp_comm=False,
+                        overlap_p2p_comm=False, grad_accumulation_fusion=False)
         e = estimate(gpt(layers, hidden, heads), cluster("a100-80gb", gpus), layout)
         flops = 96 * batch * SEQ * layers * hidden**2 * (1 + SEQ / (6 * hidden) + VOCAB / (16 * layers * hidden))
         predicted = flops / e.step_time_s / gpus / 1e12
@@ -98,7 +104,7 @@ def korthikanti_rows():
         for recompute, sp, published in (("full", False, t_full), ("selective", True, t_present)):
             layout = Layout(tp=tp, pp=pp, zero_stage=0, schedule="interleaved_1f1b" if v > 1 else "1f1b",
                             virtual_stages=v, micro_batch=mb, global_batch=batch, recompute=recompute,
-                            sequence_parallel=sp)
+                            sequence_parallel=sp, overlap_p2p_comm=False)
             e = estimate(gpt(layers, hidden, heads), cluster("a100-80gb", gpus), layout)
             # throughput error: published time / predicted time − 1
             rows.append((f"{name} {recompute}", gpus, published, e.step_time_s, published / e.step_time_s - 1, e))
@@ -149,7 +155,7 @@ def test_nemo_h100_bf16_step_time():
                      rows, "s")
     assert all(r[5].fits for r in rows)
     assert max(errors) <= 0.15  # the issue's per-row target, met
-    assert statistics.median(errors) <= 0.12
+    assert statistics.median(errors) <= 0.101
 
 
 @pytest.mark.parametrize("rows", [narayanan_rows, korthikanti_rows])

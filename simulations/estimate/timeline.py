@@ -1,0 +1,108 @@
+"""A step without pipeline stages, layer by layer: compute on one stream, each kind of communication on its
+own (NCCL runs TP, data-parallel and ZeRO traffic on separate communicators and streams), with the
+dependencies `cost` charges:
+
+- TP (Megatron): the forward's collectives sit between the layer's matmuls, so compute waits for them;
+  in backward they run beside the weight-gradient matmuls (Korthikanti et al. 2022, sec. 6.2) and the
+  next layer waits only for what is left;
+- ZeRO-3 / FSDP: each layer's parameters are all-gathered one layer ahead of the compute that needs them
+  (prefetch), in forward and again in backward, and its gradients reduce-scattered after its backward
+  (Rajbhandari et al. 2020; PyTorch FSDP, Zhao et al. 2023);
+- DDP and ZeRO-1/2: gradients reduced bucket by bucket (a layer each) as backward produces them, during
+  the last micro-batch (ZeRO-2: every micro-batch); the last bucket waits for the last layer;
+- CP (ring attention): K and V pass around the ring while attention computes (Liu et al. 2023);
+- the optimizer step after the last gradient is reduced.
+
+Span times are seconds from the start of the step; `layer` −1 is the embedding, `layers` the output layer
+and loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LayerCosts:
+    layers: int
+    micro_batches: int
+    forward: float  # one layer, one micro-batch, compute (and CP or EP time it cannot hide)
+    backward: float  # input gradients (+ recomputation), compute (and CP or EP time it cannot hide)
+    weight: float  # weight-gradient matmuls
+    tp_forward: float  # exposed, between the forward's matmuls
+    tp_backward: float  # beside the weight gradients
+    cp_forward: float  # CP's ring of K and V beside the layer's compute (what it cannot hide is in forward)
+    cp_backward: float
+    embed_forward: float  # TP's sum of the vocab-parallel embedding's partial outputs (exposed)
+    head_forward: float  # output layer and loss (and TP's collectives there)
+    head_backward: float
+    embed_backward: float  # the embedding's dense gradient (and TP's all-gather of it with SP), last in backward
+    gather: float  # ZeRO-3: one layer's parameters
+    scatter: float  # ZeRO-3: one layer's gradients
+    bucket: float  # DP: one layer's gradient reduction (0: none)
+    reduce_every_micro_batch: bool  # ZeRO-2 reduce-scatters after each micro-batch
+    overlap_reduce: bool  # buckets during backward; False: the whole reduction after it
+    optimizer: float
+
+
+def layer_spans(c: LayerCosts) -> list[dict]:
+    spans: list[dict] = []
+    comm_free: dict[str, float] = {}  # each communication stream's clock
+
+    def compute(kind: str, mb: int, layer: int, start: float, length: float) -> float:
+        if length > 0:
+            spans.append({"stream": "compute", "rank": 0, "kind": kind, "stage": 0, "mb": mb, "layer": layer,
+                          "start": start, "end": start + length})
+        return start + length
+
+    def comm(kind: str, mb: int, layer: int, ready: float, length: float) -> float:
+        start = max(ready, comm_free.get(kind, 0.0))
+        comm_free[kind] = start + length
+        if length > 0:
+            spans.append({"stream": "comm", "rank": 0, "kind": kind, "stage": 0, "mb": mb, "layer": layer,
+                          "start": start, "end": start + length})
+        return start + length
+
+    clock = 0.0
+    zero3 = c.gather > 0
+    for mb in range(c.micro_batches):
+        # forward: gather layer l + 1 while layer l computes
+        if c.embed_forward:
+            clock = comm("tp", mb, -1, clock, c.embed_forward)
+        gathered = comm("zero3", mb, 0, clock, c.gather) if zero3 else clock
+        for layer in range(c.layers):
+            start = max(clock, gathered)
+            if zero3 and layer + 1 < c.layers:
+                gathered = comm("zero3", mb, layer + 1, start, c.gather)
+            if c.cp_forward:
+                comm("cp", mb, layer, start, c.cp_forward)
+            clock = compute("F", mb, layer, start, c.forward)
+            if c.tp_forward:
+                clock = comm("tp", mb, layer, clock, c.tp_forward)
+        clock = compute("F", mb, c.layers, clock, c.head_forward)
+        clock = compute("B", mb, c.layers, clock, c.head_backward)
+        # backward, last layer first
+        reduce_now = c.bucket > 0 and (c.reduce_every_micro_batch or mb == c.micro_batches - 1)
+        gathered = comm("zero3", mb, c.layers - 1, clock, c.gather) if zero3 else clock
+        for layer in reversed(range(c.layers)):
+            start = max(clock, gathered)
+            if zero3 and layer > 0:
+                gathered = comm("zero3", mb, layer - 1, start, c.gather)
+            if c.cp_backward:
+                comm("cp", mb, layer, start, c.cp_backward)
+            inputs_done = compute("B", mb, layer, start, c.backward)
+            weights_done = compute("W", mb, layer, inputs_done, c.weight)
+            tp_done = comm("tp", mb, layer, inputs_done, c.tp_backward) if c.tp_backward else inputs_done
+            clock = max(weights_done, tp_done)
+            if zero3:
+                comm("zero3", mb, layer, clock, c.scatter)
+            if reduce_now and c.overlap_reduce and layer > 0:
+                comm("dp", mb, layer, clock, c.bucket)
+        clock = compute("B", mb, -1, clock, c.embed_backward)
+        if reduce_now and c.overlap_reduce:  # the first layer shares the last bucket with the embedding
+            comm("dp", mb, 0, clock, c.bucket)
+        if reduce_now and not c.overlap_reduce:
+            clock = comm("dp", mb, -1, clock, c.bucket * c.layers)
+    done = max([clock, *comm_free.values()])  # the optimizer needs every gradient reduced
+    compute("opt", -1, -1, done, c.optimizer)
+    return spans
