@@ -168,6 +168,11 @@ class Run:
 
     # -- consumer side (SSE handlers) --------------------------------------------------------------
 
+    def encoded(self, after: int = -1) -> list[bytes]:
+        """A finished run's events after frame `after`, in writes of about CHUNK_BYTES."""
+        assert self.done, "only a finished run is complete"
+        return _joined([self._events[0], *self._events[after + 2:], self._tail])
+
     async def stream(self, after: int = -1, until: Awaitable | None = None,
                      farewell: bytes = b"") -> AsyncIterator[bytes]:
         """The run as SSE bytes: meta, the frames after index `after`, then summary and done, or error.
