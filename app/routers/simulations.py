@@ -8,8 +8,8 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse
 
