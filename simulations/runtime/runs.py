@@ -122,7 +122,8 @@ class Run:
     @property
     def frames(self) -> Sequence[Frame]:
         """The frames so far, as objects decoded from their bytes one at a time when read: a run keeps only
-        its encoded events, about a tenth of the memory of the objects (476 MB -> 49 MB for a large DDP run)."""
+        its encoded events. (DDP at world_size 8, 10 steps, width 256, depth 8: 2,597 frames, 49.8 MB of
+        events; kept as frame objects, it grew the server by about 476 MB, as measured in issue 14.)"""
         with self._lock:
             return _DecodedFrames(self._events[1:])
 
