@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse
 
@@ -21,6 +22,7 @@ from simulations.runtime.runs import TooManyRuns, sse
 router = APIRouter(prefix="/api", tags=["simulations"])
 
 RETRY_AFTER_S = 2
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 SHUTTING_DOWN = sse("error", json.dumps({"message": "the server is shutting down"}))
 
 
@@ -118,13 +120,34 @@ def _resume_after(request: Request) -> int:
     return int(last) if LAST_EVENT_ID.fullmatch(last) else -1
 
 
-def _stream(request: Request, run: Run) -> EventSourceResponse:
+class FinishedRun(Response):
+    """A finished run's events, already encoded, written as they are: no task group, no pings (it ends at
+    once). What most viewers of a talk get, all at the same time, so it is kept as cheap as it goes."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, parts: list[bytes]):
+        super().__init__(headers=SSE_HEADERS)
+        self.parts = parts
+        self.headers["content-length"] = str(sum(len(p) for p in parts))
+
+    async def __call__(self, scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        if scope.get("method") != "HEAD":
+            for part in self.parts:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _stream(request: Request, run: Run) -> Response:
     """The run's events, already encoded (the same bytes for every viewer). On server shutdown the stream
     ends with an `error` event saying so, rather than being cut."""
+    after = _resume_after(request)
+    if run.done:
+        return FinishedRun(run.encoded(after))
     shutdown = anyio.Event()
-    events = run.stream(_resume_after(request), until=shutdown.wait(), farewell=SHUTTING_DOWN)
-    return EventSourceResponse(events, ping=15, shutdown_event=shutdown, shutdown_grace_period=2,
-                               headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+    events = run.stream(after, until=shutdown.wait(), farewell=SHUTTING_DOWN)
+    return EventSourceResponse(events, ping=15, shutdown_event=shutdown, shutdown_grace_period=2, headers=SSE_HEADERS)
 
 
 @router.get("/simulations", response_model=list[ScenarioInfo])
@@ -140,7 +163,7 @@ def describe_scenario(name: str) -> ScenarioInfo:
 @router.get("/simulations/{name}/frames", response_class=EventSourceResponse,
             responses={200: {"description": "text/event-stream: meta, frame*, summary, done | error. "
                                             "Last-Event-ID: k resumes after frame k."}, **NOT_FOUND, **BUSY})
-async def stream_frames(name: str, request: Request) -> EventSourceResponse:
+async def stream_frames(name: str, request: Request) -> Response:
     # async: no hop to the thread pool per viewer (nothing here blocks), which a crowd of viewers feels.
     scenario = _scenario(name)
     return _stream(request, _submit(request, name, _params(scenario, request)))
@@ -171,7 +194,7 @@ def list_recorded_runs(request: Request) -> list[RecordedRunInfo]:
 
 @router.get("/runs/{run_id}/frames", response_class=EventSourceResponse,
             responses={404: {"model": Problem, "description": "No recorded run by that id"}})
-async def replay_recorded_run(run_id: str, request: Request) -> EventSourceResponse:
+async def replay_recorded_run(run_id: str, request: Request) -> Response:
     run = request.app.state.recorded_runs.get(run_id)
     if run is None:
         raise HTTPException(404, f"no recorded run {run_id!r}; see /api/runs")

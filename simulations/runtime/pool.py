@@ -294,7 +294,7 @@ class RankPool:
         start = time.monotonic()
         stalled_at = start + timeout_s  # pushed back by every message of this job
         grace_until = None  # after a first error, how long the others get to report theirs
-        stop_reason, stop_sent_at, stop_at = None, None, None
+        stop_reason, stop_sent_at, stop_at, escalate_at = None, None, None, 0.0
         while len(results) + len(errors) + len(stopped) < world_size:
             now = time.monotonic()
             if grace_until is not None and now > grace_until:
@@ -309,7 +309,10 @@ class RankPool:
                     stop_reason = f"the run timed out: no progress for {timeout_s:g} s"
                 if stop_reason is not None:
                     stop_at, stop_sent_at = ranks.control.request_stop(job_id, world_size), now
-            elif now > stop_sent_at + min(STOP_GRACE_S, max(timeout_s, 0.5)):
+                    # A deliberate stop waits for the boundary as long as the ranks make progress; a stalled
+                    # run gets a short grace (a rank slow between frames still reaches it).
+                    escalate_at = stalled_at if now <= stalled_at else now + min(STOP_GRACE_S, max(timeout_s, 0.5))
+            elif now > max(escalate_at, stalled_at):
                 raise RunFailed(f"{stop_reason}; {self._hung(ranks, world_size, results, errors, stopped)}")
             try:
                 kind, ev_job, rank, payload = ranks.events.get(timeout=0.05)

@@ -122,7 +122,8 @@ class Run:
     @property
     def frames(self) -> Sequence[Frame]:
         """The frames so far, as objects decoded from their bytes one at a time when read: a run keeps only
-        its encoded events, about a tenth of the memory of the objects (476 MB -> 49 MB for a large DDP run)."""
+        its encoded events. (DDP at world_size 8, 10 steps, width 256, depth 8: 2,597 frames, 49.8 MB of
+        events; kept as frame objects, it grew the server by about 476 MB, as measured in issue 14.)"""
         with self._lock:
             return _DecodedFrames(self._events[1:])
 
@@ -167,6 +168,11 @@ class Run:
                 loop.call_soon_threadsafe(event.set)
 
     # -- consumer side (SSE handlers) --------------------------------------------------------------
+
+    def encoded(self, after: int = -1) -> list[bytes]:
+        """A finished run's events after frame `after`, in writes of about CHUNK_BYTES."""
+        assert self.done, "only a finished run is complete"
+        return _joined([self._events[0], *self._events[after + 2:], self._tail])
 
     async def stream(self, after: int = -1, until: Awaitable | None = None,
                      farewell: bytes = b"") -> AsyncIterator[bytes]:

@@ -140,7 +140,8 @@ class FragmentBatcher:
 
 
 def _beat(control: Control, rank: int) -> None:
-    """Heartbeat: a frozen process (stopped, or stuck holding the GIL) stops beating; one waiting in a collective does not."""
+    """Heartbeat: a frozen process (stopped, or stuck holding the GIL) stops beating; one waiting in a
+    collective does not."""
     while True:
         control.heartbeat[rank] = time.time()
         time.sleep(HEARTBEAT_S)

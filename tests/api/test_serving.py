@@ -365,3 +365,25 @@ def test_stopping_the_server_ends_open_streams_with_an_error_event():
     finally:
         if server.poll() is None:
             server.kill()
+
+
+@pytest.mark.slow
+def test_a_run_of_the_decks_own_is_finished_even_when_its_viewer_leaves(pool):
+    app = create_app(Settings(abandoned_run_grace_s=0.05), pool=pool)
+    with TestClient(app):
+        simulator = app.state.simulator
+        with pool._job_lock:
+            deck_run = simulator.submit("ddp", ddp.Params())  # the scenario's defaults: the deck's own
+
+            async def watch_then_leave() -> None:
+                events = deck_run.stream()
+                await events.__anext__()
+                await events.aclose()
+
+            asyncio.run(watch_then_leave())
+            time.sleep(0.5)  # ten times the grace
+            assert not deck_run.done
+        deadline = time.monotonic() + 60
+        while not deck_run.done and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert deck_run.error is None and simulator.cached()[-1] is deck_run  # kept for the next viewer
