@@ -228,6 +228,11 @@ class Calculator {
     this.message.setAttribute('aria-live', 'polite');
     root.replaceChildren(this.form, this.svg, this.message);
     this.update();
+    // A slide far from the current one is not laid out (width 0): draw again once it has a width.
+    let drawnAt = root.clientWidth;
+    new ResizeObserver(() => {
+      if (root.clientWidth && root.clientWidth !== drawnAt) { drawnAt = root.clientWidth; this.update(); }
+    }).observe(root);
   }
 
   params() {
@@ -262,7 +267,11 @@ class Calculator {
   draw(results, selected) {
     const svg = this.svg;
     svg.replaceChildren();
-    const left = 120, right = 900, top = 56, rowH = 46, gap = 12;
+    // Drawn for the width it gets (a half-slide column too): viewBox units stay the slide's pixels,
+    // so the labels keep their size instead of shrinking with the chart.
+    const width = Math.round(Math.min(960, Math.max(560, this.root.clientWidth || 960)));
+    svg.setAttribute('viewBox', `0 0 ${width} 320`);
+    const left = 100, right = width - 40, top = 56, rowH = 46, gap = 12;
     const capacities = results[0].capacities;
     const maxTotal = Math.max(...results.map((r) => r.total));
     const showCapacity = maxTotal >= 1e9;
@@ -322,11 +331,11 @@ class Calculator {
       svg.append(label);
     }
     // Legend.
-    let lx = left;
+    let lx = 10;
     for (const role of ROLES) {
       svg.append(svgEl('rect', { x: lx, y: 294, width: 16, height: 16, fill: ROLE_VARS[role] }));
       svg.append(svgEl('text', { x: lx + 22, y: 308, fill: 'currentColor', 'font-size': 18 }, role));
-      lx += 170;
+      lx += Math.min(170, (width - 10) / ROLES.length);
     }
 
     const chosen = results[selected];

@@ -119,6 +119,8 @@ def test_a_widget_in_the_readme_snippet_on_a_phone_runs_and_steps_by_swipe(conte
         wait_for_run(frame)
         assert frame.locator(".sim-view").count() == 1, "a phone-wide frame shows one view"
         assert not frame.locator(".embed-hint").is_visible(), "no keyboard hint on a touch screen"
+        if which == "export":  # number controls offer the recorded values and say the others exist
+            assert frame.locator(".sim-controls option[disabled]", has_text="live server").count() >= 1
         swipe_left(page, box)
         frame.wait_for_function("() => window.distdeck.position().step === 1")
         swipe_left(page, box)
