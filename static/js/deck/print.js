@@ -37,7 +37,8 @@ export function preferEndStates() {
   window.matchMedia = (text) => {
     if (text.replace(/\s+/g, '') !== query.replace(/\s+/g, '')) return native(text);
     const list = native(text);
-    return Object.assign(Object.create(list), { matches: true, media: list.media });
+    // MediaQueryList's matches is a getter only: define it on the copy, do not assign it.
+    return Object.create(list, { matches: { value: true }, media: { value: list.media } });
   };
 }
 
