@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser.sites import sites, stop_all
-from tests.browser.viewcheck import measure
+from tests.browser.viewcheck import cut_off, measure
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -50,6 +50,11 @@ def go(page, url: str, slide: str, step: int = 0) -> None:
                            arg=[slide, step])
 
 
+def asked(page, slide: str) -> int:
+    """1 when a "predict, then run" question comes first (step 0 asks it, the run starts at step 1), else 0."""
+    return int(page.evaluate("(id) => Boolean(document.querySelector(`#${id} .predict`))", slide))
+
+
 def live_slides(page) -> list[str]:
     return page.evaluate("() => Array.from(document.querySelectorAll('.reveal .slides > section'))"
                          ".filter(s => s.querySelector('.live-sim')).map(s => s.id)")
@@ -64,13 +69,17 @@ def test_every_live_slide_reads_from_the_back_row_at_1280x720(browser, site):
         assert len(slides) >= 20
         problems: list[str] = []
         smallest: dict[str, float] = {}  # per view (text, ticks apart), for the closing note
+        presses: dict[str, int] = {}
         for slide in slides:
             page.evaluate("(id) => { location.hash = `#/${id}/0`; }", slide)
             page.wait_for_function(SETTLED, arg=slide, timeout=90_000)
             page.wait_for_function("(id) => window.distdeck.position().id === id", arg=slide)
+            # The question, when there is one, is a press of its own: the story fits 20 presses in all.
             count = page.evaluate("() => window.distdeck.position().stepCount")
+            presses[slide] = count
             assert count <= MAX_PRESSES, f"{slide}: {count} steps at its defaults"
-            for step in sorted({0, count // 2, count - 1}):
+            first = asked(page, slide)  # the question hides the run: its first step is the run's first
+            for step in sorted({first, (first + count - 1) // 2, count - 1}):
                 page.evaluate("([id, k]) => { location.hash = `#/${id}/${k}`; }", [slide, step])
                 page.wait_for_function("(k) => window.distdeck.position().step === k", arg=step)
                 page.wait_for_timeout(150)  # the ResizeObserver's redraw, if the pane changed
@@ -83,6 +92,44 @@ def test_every_live_slide_reads_from_the_back_row_at_1280x720(browser, site):
         assert problems == [], "\n".join(problems)
         assert page.console_errors == []
         print("smallest rendered text per view (px):", dict(sorted(smallest.items())))  # noqa: T201
+        print("presses per live slide:", presses)  # noqa: T201
+    finally:
+        context.close()
+
+
+SIZES = [(1280, 720), (1920, 1080), (1024, 768)]
+RUN_OVER = "(id) => Array.from(document.querySelectorAll(`#${id} .live-sim`))" \
+           ".every(e => ['done', 'error', 'unavailable'].includes(e.dataset.status))"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_nothing_on_any_slide_is_cut_off(browser, site, size):
+    """Every slide at its last step (the most on screen), and the open "checks passed" detail of every
+    live slide (the measured figures): nothing outside the slide or the viewport, nothing clipped."""
+    context, page = open_page(browser, reduced=True, size=size)
+    try:
+        page.goto(site.export_url)
+        page.wait_for_selector("html.deck-ready")
+        ids = page.evaluate("() => Array.from(document.querySelectorAll('.reveal .slides > section')).map(s => s.id)")
+        problems: list[str] = []
+        for slide in ids:
+            page.evaluate("(id) => { location.hash = `#/${id}/0`; }", slide)
+            page.wait_for_function("(id) => window.distdeck.position().id === id", arg=slide)
+            page.wait_for_function(RUN_OVER, arg=slide, timeout=90_000)
+            last = page.evaluate("() => window.distdeck.position().stepCount") - 1
+            page.evaluate("([id, k]) => { location.hash = `#/${id}/${k}`; }", [slide, last])
+            page.wait_for_function("(k) => window.distdeck.position().step === k", arg=last)
+            # A slide's own script may fill it in on a timer (conclusion-measured, each second).
+            scripted = page.evaluate("(id) => Boolean(document.querySelector(`#${id} script`))", slide)
+            page.wait_for_timeout(1_200 if scripted else 150)
+            problems += [f"{slide} step {last}: {p}" for p in cut_off(page, slide)]
+            if page.evaluate("(id) => { const d = document.querySelectorAll(`#${id} details.sim-checks-line`);"
+                             " d.forEach((x) => { x.open = true; }); return d.length; }", slide):
+                problems += [f"{slide} checks detail open: {p}" for p in cut_off(page, slide)]
+                page.evaluate("(id) => document.querySelectorAll(`#${id} details.sim-checks-line`)"
+                              ".forEach((x) => { x.open = false; })", slide)
+        assert problems == [], "\n".join(problems)
+        assert page.console_errors == []
     finally:
         context.close()
 
@@ -96,6 +143,8 @@ def test_a_frame_change_animates_and_a_key_during_it_finishes_it(browser, site):
     context, page = open_page(browser, reduced=False)
     try:
         go(page, site.export_url, slide)
+        first = asked(page, slide)
+        go(page, site.export_url, slide, first)
         page.locator("#deck").focus()
         before = view_picture(page, slide)
         page.keyboard.press("ArrowRight")
@@ -113,7 +162,7 @@ def test_a_frame_change_animates_and_a_key_during_it_finishes_it(browser, site):
         page.keyboard.press("ArrowRight")
         state = page.evaluate(f"() => {{ const p = {player}; return [window.distdeck.position().step,"
                               " p.index, p.steps[p.stepIndex][1]]; }")
-        assert state[0] == 3
+        assert state[0] == first + 3
         page.wait_for_function(f"() => {{ const p = {player}; return !p.playing && p.index === p.steps[3][1]; }}")
         # ← goes back at once, without playing the step backwards.
         page.keyboard.press("ArrowLeft")
@@ -129,6 +178,7 @@ def test_reduced_motion_shows_the_end_state_at_once(browser, site):
     context, page = open_page(browser, reduced=True)
     try:
         go(page, site.export_url, slide)
+        go(page, site.export_url, slide, asked(page, slide))
         page.locator("#deck").focus()
         page.keyboard.press("ArrowRight")
         # Handled synchronously: the new frame is on screen and nothing is in motion.
@@ -167,6 +217,7 @@ def test_the_self_checks_are_one_line_that_opens_the_detail(browser, site):
     context, page = open_page(browser, reduced=True)
     try:
         go(page, site.export_url, slide)
+        go(page, site.export_url, slide, asked(page, slide))  # past the question, if any: the run shows
         line = page.locator(f"#{slide} .sim-checks-line > summary")
         checks = page.evaluate(f"() => window.distdeck.players.find(p => p.slide.id === '{slide}').summary.checks.length")
         assert line.text_content() == f"✓ {checks} checks passed against a single-process run"
@@ -225,8 +276,9 @@ def test_a_deep_link_lands_on_a_step_of_a_live_slide(browser, site):
     context, page = open_page(browser, reduced=True)
     try:
         go(page, site.export_url, slide, 5)
+        run_step = 5 - asked(page, slide)  # step 0 of a slide with a question asks it
         assert page.evaluate(f"() => {{ const p = window.distdeck.players.find(p => p.slide.id === '{slide}');"
-                             " return [p.stepIndex, p.index === p.steps[5][1]]; }") == [5, True]
+                             f" return [p.stepIndex, p.index === p.steps[{run_step}][1]]; }}") == [run_step, True]
     finally:
         context.close()
 

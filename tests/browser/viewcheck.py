@@ -116,3 +116,82 @@ def measure(page, slide: str, step: int) -> Report:
             if w > OVERLAP_PX and h > OVERLAP_PX:
                 report.overlaps.append((a, b))
     return report
+
+
+# Every slide, not only the live ones: what on the current slide lies outside the slide's box or the
+# viewport, or is cut off by a box that clips it (overflow hidden) — a paragraph below the slide's
+# bottom, a chart wider than its column, a popup running off the screen. Text is measured by its
+# glyph boxes (text nodes), pictures (svg, img, canvas) and controls by their boxes. What a box
+# scrolls (overflow auto/scroll) is reachable, so only the scrolling box itself must fit.
+CUT_OFF_JS = r"""
+(slideId) => {
+  const slide = document.getElementById(slideId);
+  const slides = document.querySelector('.reveal .slides').getBoundingClientRect();
+  const scale = window.distdeck.reveal.getScale();
+  const view = { left: 0, top: 0, right: window.innerWidth, bottom: window.innerHeight };
+  // The slide's own box: reveal.js's configured size, scaled, where .slides sits.
+  const { width, height } = window.distdeck.reveal.getComputedSlideSize();
+  const box = { left: slides.left, top: slides.top, right: slides.left + width * scale, bottom: slides.top + height * scale };
+  const shown = (el) => {
+    // Speaker notes, and text kept for screen readers only (KaTeX's MathML, visually hidden spans).
+    if (el.closest('aside.notes, .speaker-only, .katex-mathml, .sr-only, .visually-hidden')) return false;
+    const closed = el.closest('details:not([open])');
+    if (closed && !el.closest('summary')) return false;
+    for (let e = el; e && e !== slide.parentElement; e = e.parentElement) {
+      const cs = getComputedStyle(e);
+      if (cs.display === 'none' || cs.visibility === 'hidden' || Number(cs.opacity) < 0.05) return false;
+    }
+    return true;
+  };
+  const name = (el) => {
+    const id = el.id ? '#' + el.id : '';
+    const cls = typeof el.className === 'string' && el.className ? '.' + el.className.trim().split(/\s+/).join('.') : '';
+    return el.tagName.toLowerCase() + id + cls;
+  };
+  const items = [];
+  const walker = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (!node.textContent.trim() || el.closest('svg') || el.closest('option, script, style') || !shown(el)) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    for (const r of range.getClientRects()) {
+      if (r.width >= 0.5 && r.height >= 0.5) items.push({ el, what: JSON.stringify(node.textContent.trim().slice(0, 40)), r });
+    }
+  }
+  for (const el of slide.querySelectorAll('svg, img, canvas, input, select, button, video, iframe')) {
+    if (el.tagName.toLowerCase() === 'svg' && el.parentElement.closest('svg')) continue;
+    if (!shown(el)) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width >= 0.5 && r.height >= 0.5) items.push({ el, what: name(el), r });
+  }
+  const problems = [];
+  const out = (r, b) => r.left < b.left - 1 || r.top < b.top - 1 || r.right > b.right + 1 || r.bottom > b.bottom + 1;
+  const fmt = (r) => `[${Math.round(r.left)},${Math.round(r.top)} ${Math.round(r.width)}×${Math.round(r.height)}]`;
+  for (const { el, what, r } of items) {
+    // Clipped by an ancestor that hides its overflow; a scrolling ancestor stops the search (its box is checked).
+    let clip = null;
+    let scroller = null;
+    for (let e = el.parentElement; e && e !== document.body; e = e.parentElement) {
+      const cs = getComputedStyle(e);
+      const o = cs.overflowX + ' ' + cs.overflowY;
+      if (/auto|scroll/.test(o) && (e.scrollHeight > e.clientHeight + 1 || e.scrollWidth > e.clientWidth + 1)) { scroller = e; break; }
+      if (/hidden|clip/.test(o) && e !== slide && !e.matches('.reveal, .slides, .reveal .slides > section')) {
+        if (out(r, e.getBoundingClientRect())) { clip = e; break; }
+      }
+      if (e === slide) break;
+    }
+    const where = scroller ? scroller.getBoundingClientRect() : r;
+    const label = scroller ? `${name(scroller)} (scrolling ${what})` : what;
+    if (clip) problems.push(`${label} ${fmt(r)} cut off by ${name(clip)} ${fmt(clip.getBoundingClientRect())}`);
+    else if (out(where, view)) problems.push(`${label} ${fmt(where)} outside the viewport ${view.right}×${view.bottom}`);
+    else if (out(where, box)) problems.push(`${label} ${fmt(where)} outside the slide ${fmt({ left: box.left, top: box.top, width: box.right - box.left, height: box.bottom - box.top })}`);
+  }
+  return Array.from(new Set(problems));
+}
+"""
+
+
+def cut_off(page, slide: str) -> list[str]:
+    """What on the slide's current step is outside the slide or the viewport, or clipped."""
+    return page.evaluate(CUT_OFF_JS, slide)

@@ -168,13 +168,19 @@ export class Player {
   regroup() {
     const shown = this.steps[this.stepIndex] ? this.index : 0;
     if (this.everyFrame) this.steps = this.frames.map((_, i) => [i, i]);
-    else if (this.status === 'done') this.steps = groupFrames(this.frames);
+    else if (this.status === 'done') this.steps = groupFrames(this.frames, this.stepBudget());
     else this.steps = this.frames.length ? [[0, 0]] : [];
     const at = this.steps.findIndex(([a, b]) => shown >= a && shown <= b);
     this.stepIndex = Math.max(0, at);
     this.element.dataset.simSteps = String(this.steps.length);
     const onSlide = !this.slide?.classList.contains('widget-slide');
-    this.framesToggle.hidden = !(onSlide && this.status === 'done' && groupFrames(this.frames).length < this.frames.length);
+    this.framesToggle.hidden = !(onSlide && this.status === 'done' && groupFrames(this.frames, this.stepBudget()).length < this.frames.length);
+  }
+
+  /** Presses the run may take: MAX_STEPS, less one when a "predict, then run" question comes first
+   *  (the question is a press of its own, and the slide's story fits MAX_STEPS presses in all). */
+  stepBudget() {
+    return MAX_STEPS - (this.slide?.querySelector('.predict') ? 1 : 0);
   }
 
   /** Show step k: from the step before it, its frames play; from anywhere else, its end at once. */

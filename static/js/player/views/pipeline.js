@@ -157,7 +157,11 @@ export function render(svg, { frames, index, frame, summary, size }) {
   if (info.virtual_stages > 1 && !narrow) {
     legend.append('text').attr('class', 'legend-label').attr('x', lx).attr('y', ly).text('darker: second chunk');
   }
-  let line = cells.length ? `bubble so far: ${idle} of ${cells.length} rank-slots idle · held: micro-batches in flight` : '';
+  // The "held" note goes when the pane is too narrow for it (the column is headed "held"): a whole
+  // sentence rather than one cut off with an ellipsis.
+  const bubbleSoFar = `bubble so far: ${idle} of ${cells.length} rank-slots idle`;
+  const withHeld = `${bubbleSoFar} · held: micro-batches in flight`;
+  let line = cells.length ? (textWidth(withHeld, LABEL) <= W - left - 8 ? withHeld : bubbleSoFar) : '';
   const fig = summary?.figures;
   if (fig && current >= T - 1) {
     line = `bubble ${pct(fig.bubble_fraction_slots)} measured · ${FORMULA[info.schedule]} = ${pct(fig.bubble_fraction_formula)}`;

@@ -51,13 +51,18 @@ export function render(svg, { frame, meta, size }) {
     .attr('transform', (d) => `translate(${x(d.rank)},6)`);
   boxes.append('rect').attr('class', 'rank-box').attr('width', boxW).attr('height', boxH).attr('rx', 8)
     .attr('data-key', (d) => `rank-box-${d.rank}`);
-  boxes.append('text').attr('class', 'rank-title').attr('x', PAD).attr('y', TITLE + 6)
-    .text((d) => (boxW < 90 ? `r${d.rank}` : `rank ${d.rank}`));
+  // A rank's status ("replica 0 · shard 1") sits beside its title in a wide box: when some status
+  // would not fit beside "rank N", every title shortens to "rN" rather than cut a status short.
+  const besideRoom = (title) => boxW - 2 * PAD - textWidth(title, TITLE) - 12;
+  const fullTitle = (d) => (boxW < 90 ? `r${d.rank}` : `rank ${d.rank}`);
+  const shortTitles = wide && frame.ranks.some((d) => d.status && textWidth(d.status, SMALL) > besideRoom(fullTitle(d)));
+  const title = (d) => (shortTitles ? `r${d.rank}` : fullTitle(d));
+  boxes.append('text').attr('class', 'rank-title').attr('x', PAD).attr('y', TITLE + 6).text(title);
   const statusBelow = !wide;
   boxes.filter((d) => d.status).append('text').attr('class', 'rank-status')
     .attr('x', statusBelow ? PAD : boxW - PAD).attr('y', statusBelow ? TITLE + 6 + LINE : TITLE + 6)
     .attr('text-anchor', statusBelow ? 'start' : 'end')
-    .text((d) => fit(d.status, statusBelow ? boxW - 2 * PAD : boxW - 2 * PAD - textWidth(`rank ${d.rank}`, TITLE) - 12, SMALL));
+    .text((d) => fit(d.status, statusBelow ? boxW - 2 * PAD : besideRoom(title(d)), SMALL));
 
   boxes.each(function drawTensors(rank) {
     const g = d3.select(this);
