@@ -35,10 +35,11 @@ def test_layout_chooser_ranks_layouts_for_new_inputs(page, deck_url):
 
 
 def test_a_live_run_is_replayed_on_a_modelled_cluster(page, deck_url):
-    page.goto(f"{deck_url}/#/on-a-cluster/0")
+    page.goto(f"{deck_url}/#/on-a-cluster/1")  # step 0 asks the prediction question
     page.wait_for_selector("html.deck-ready")
-    page.wait_for_selector("#on-a-cluster svg.sim-view-projected[data-spans]", timeout=120_000)
-    spans = int(page.get_attribute("#on-a-cluster svg.sim-view-projected", "data-spans"))
+    # The view draws into a layer of its SVG (the player's frame layer), which carries the count.
+    page.wait_for_selector("#on-a-cluster svg.sim-view-projected [data-spans]", timeout=120_000)
+    spans = int(page.get_attribute("#on-a-cluster svg.sim-view-projected [data-spans]", "data-spans"))
     assert spans == 2 * 4 * 8 + 4  # F and B of 8 micro-batches on 4 stages, and each stage's optimizer step
     assert "modelled:" in page.text_content("#on-a-cluster svg.sim-view-projected")
 
@@ -47,7 +48,7 @@ def _replayed(page, deck_url, slide):
     page.goto(f"{deck_url}/#/{slide}/0")
     page.wait_for_selector("html.deck-ready")
     svg = f"#{slide} svg.sim-view-projected"
-    page.wait_for_selector(f"{svg}[data-spans]", timeout=120_000)
+    page.wait_for_selector(f"{svg} [data-spans]", timeout=120_000)
     return svg
 
 
