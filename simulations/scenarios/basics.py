@@ -186,7 +186,7 @@ class _Show:
                           key=lambda ki: abs(float(grads[ki[0]].flatten()[ki[1]])))
         old, g, new = (float(t[name].flatten()[index]) for t in (w, grads, new_w))
         label = f"{name}[{index}]" if w[name].numel() > 1 else name
-        self._frame("sgd", f"Step {step + 1}, SGD: every weight moves against its gradient, w ← w − lr·g; "
+        self._frame("sgd", f"Step {step + 1}, SGD: every weight moves against its gradient, w ← w − η·dL/dw; "
                     f"e.g. {label}: {old:.4f} − {self.p.lr:g}·{g:.4f} = {new:.4f}", step, new_w, grads=grads,
                     loss=self.losses[-1], previous={k: _r(v) for k, v in w.items()},
                     example={"name": label, "w": old, "lr": self.p.lr, "g": g, "new": new},
@@ -280,7 +280,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     checks = [
         Check(name="hand-written backward equals torch.autograd.grad", passed=autograd_diff <= 1e-9,
               measured=autograd_diff, expected="≤ 1e-9",
-              detail=f"max |g − autograd g| / max(1, |autograd g|) over every weight and step, a fresh nn.Module "
+              detail=f"max |grad − autograd grad| / max(1, |autograd grad|) over every weight and step, a fresh nn.Module "
                      f"holding the run's weights of that step, {p.steps} step(s); float64 round-off is 1e-16, "
                      f"amplified where tanh saturates (1 − h² loses digits) and where a batch sum cancels: "
                      f"measured up to 3e-10 at lr 2, where training diverges; a wrong derivative errs by > 1e-3"),

@@ -360,7 +360,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
               detail=f"weights {ddp_diff:.1e}, mean loss per step {ddp_loss_diff:.1e}, {T * H} steps"),
         Check(name="DiLoCo bytes per worker = outer steps × Ψ × 4", passed=all(b == T * buffer for b in diloco),
               measured=diloco, expected=T * buffer,
-              detail="buffer convention: the bytes handed to each all-reduce (comm.all_reduce records S per call)"),
+              detail="buffer convention: the bytes handed to each all-reduce (comm.all_reduce records the buffer's M bytes per call)"),
         Check(name="DDP bytes per worker = outer steps × H × Ψ × 4", passed=all(d == T * H * buffer for d in ddp)
               and all(d + b == s for d, b, s in zip(ddp, diloco, traced)),
               measured=ddp, expected=T * H * buffer,

@@ -287,7 +287,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
         "all_to_all_bytes_per_rank": token_bytes, "off_rank_bytes_per_rank": off_rank,
         "formula_off_rank_bytes_per_rank": formula,
         "off_rank_bytes_mean": mean_off, "formula_off_rank_bytes_mean": mean_formula,
-        "formula": "all-to-all of S bytes: (N−1)/N · S leave each rank when routing is uniform",
+        "formula": "all-to-all of M bytes: (N−1)/N · M leave each rank when routing is uniform",
         "count_exchange_bytes_per_rank": count_bytes, "frames": len(frames),
     })
 

@@ -205,8 +205,8 @@ class _Story:
 
     def slot(self, phase: str, slot: int, k: int | None, params, meters) -> None:
         letter = "F" if phase == "forward" else "B"
-        caption = (f"{phase.capitalize()} slot {slot + 1}: stage s runs micro-batch {slot} − "
-                   + ("s" if phase == "forward" else "(pp − 1 − s)")
+        caption = (f"{phase.capitalize()} slot {slot + 1}: stage i runs micro-batch {slot} − "
+                   + ("i" if phase == "forward" else "(pp − 1 − i)")
                    + "; tp ranks all-reduce inside the stage, stages pass "
                    + ("activations" if phase == "forward" else "gradients") + " on to the next")
         grads = [w.grad for w in params if w.grad is not None]
@@ -304,7 +304,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
 
     checks = [
         Check(name="mesh placement: tp peers are neighbouring ranks", passed=not misplaced,
-              measured=misplaced or "all ranks placed", expected="rank = (d·pp + s)·tp + t",
+              measured=misplaced or "all ranks placed", expected="rank = (i_dp·pp + i_pp)·tp + i_tp",
               detail="each rank's (dp, pp, tp) coordinate and the members of its tp, pp and dp groups, "
                      "against Megatron's tp-fastest layout"),
         Check(name="loss equals the single-process step", passed=abs(loss - ref["loss"]) <= 1e-5,

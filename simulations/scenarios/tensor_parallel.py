@@ -424,7 +424,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
         Check(name="wire bytes per rank = 4 × 2(t−1)/t × s·b·h·4", passed=all(
               math.isclose(w, formula_wire, abs_tol=1e-9) for w in wire_per_rank),
               measured=wire_per_rank, expected=formula_wire,
-              detail="ring all-reduce 2(t−1)/t·S; all-gather and reduce-scatter (t−1)/t·S each: SP moves the same volume"),
+              detail="ring all-reduce 2(t−1)/t·M; all-gather and reduce-scatter (t−1)/t·M each, M = s·b·h·4: SP moves the same volume"),
     ]
     return Summary(checks=checks, figures={
         "tp": tp, "sequence_parallel": sp, "activation_bytes_sbh": sbh,

@@ -223,14 +223,14 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     block = formula["block"]
     expected_buffers = ({"all_to_all": 8 * block} if method == "all_to_all"
                         else {"all_gather": 2 * block, "reduce_scatter": 2 * block * n})
-    how = ("4 all-to-alls of one block each way (Q, K, V out, O back; dO out, dQ, dK, dV back): (N−1)/N · 4B"
-           if method == "all_to_all" else "forward all-gather of K+V: (N−1)·2B; backward reduce-scatter of the "
-           "whole dK+dV: (N−1)/N · 2NB")
+    how = ("4 all-to-alls of one block each way (Q, K, V out, O back; dO out, dQ, dK, dV back): (N−1)/N · 4M"
+           if method == "all_to_all" else "forward all-gather of K+V: (N−1)·2M; backward reduce-scatter of the "
+           "whole dK+dV: (N−1)/N · 2NM")
     checks = [
         Check(name="output equals full attention (SDPA)", passed=diffs["out"] <= tolerances["out"],
               measured=diffs["out"], expected=f"≤ {tolerances['out']:.1e}",
               detail="max |O_run − O_sdpa|; the bound is fp32 round-off: 4× the SDPA reference's own distance "
-                     "from fp64, at least L·ε·max|O|, ε = 2⁻²⁴"),
+                     "from fp64, at least s·ε·max|O|, ε = 2⁻²⁴"),
         Check(name="gradients equal full attention's (SDPA autograd)", passed=grad_diff <= 1.0,
               measured=max(diffs[g] for g in ("dq", "dk", "dv")),
               expected="≤ " + ", ".join(f"{g} {tolerances[g]:.1e}" for g in ("dq", "dk", "dv")),
@@ -239,7 +239,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
         Check(name="buffers handed to the collectives per rank = the configuration's",
               passed=buffers == {op: [b] * n for op, b in expected_buffers.items()},
               measured={op: b[0] for op, b in buffers.items()}, expected=expected_buffers,
-              detail=f"B = heads·(L/N)·head_dim·4 = {block} bytes, one of Q, K, V or O for one rank's tokens"),
+              detail=f"M = a·(s/N)·head_dim·4 = {block} bytes, one of Q, K, V or O for one rank's tokens"),
         *[Check(name=f"{d} bytes sent per rank = formula", passed=all(math.isclose(w, formula[d]) for w in wire[d]),
                 measured=wire[d], expected=formula[d], detail=how)
           for d in ("forward", "backward")],

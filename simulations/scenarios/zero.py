@@ -24,7 +24,7 @@ rank r owns shard r.
 - precision bf16: bf16 parameters and gradients, fp32 master parameters (k = 12).
 - activation_checkpointing: each unit keeps only its input and recomputes the rest in
   backward (torch.utils.checkpoint).
-- grad_accumulation: g micro-batches per step, one optimizer step.
+- grad_accumulation: m micro-batches per step, one optimizer step.
 
 The stage-3 free is FSDP's trick: the gathered buffer's storage is resized to 0
 (autograd still holds views of it) and re-allocated when it is gathered again.
@@ -602,8 +602,8 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     comm_formula = formulas.zero_comm_elements(padded, p.stage, p.grad_accumulation)
     checks.append(Check(name="elements communicated per step = ZeRO paper's volume",
                         passed=all(c == comm_formula for c in counted), measured=counted[0], expected=comm_formula,
-                        detail=f"{'2Ψ' if p.stage < 3 else '3Ψ'} at g = 1 (g = {p.grad_accumulation}); Ψ = {padded} "
-                               f"padded elements; all_reduce counts 2S, all_gather and reduce_scatter S"))
+                        detail=f"{'2Ψ' if p.stage < 3 else '3Ψ'} at m = 1 (m = {p.grad_accumulation}); Ψ = {padded} "
+                               f"padded elements; an all_reduce counts twice its buffer, an all_gather or reduce_scatter once"))
 
     # Activations: the run's measurement, a plain torch model's, and the count by hand must agree.
     profile, by_hand = activation_profile(p), activation_formula(p)

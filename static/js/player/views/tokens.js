@@ -161,13 +161,13 @@ export function render(svg, { frames, index, frame, size: pane }) {
       mg.append('text').attr('class', 'lane-label').attr('x', -6).attr('y', r * cell + cell / 2 + 4).attr('text-anchor', 'end').text(`r${r}`);
       mg.append('text').attr('class', 'lane-label').attr('x', r * cell + cell / 2).attr('y', -6).attr('text-anchor', 'middle').text(`r${r}`);
     }
-    // Measured beside the formula: an all-to-all of S bytes sends (N−1)/N · S off each rank if routing is uniform.
+    // Measured beside the formula: an all-to-all of M bytes sends (N−1)/N · M off each rank if routing is uniform.
     const off = d3.sum(m.flatMap((row, i) => row.filter((_, j) => j !== i)));
     const formula = d3.sum(m, (row) => ((n - 1) / n) * d3.sum(row));
     mg.append('text').attr('class', 'legend-label').attr('x', -30).attr('y', MATRIX.size + 24)
       .text(fit(`${bytes(off)} left their rank`, MATRIX.size + 40, LABEL));
     mg.append('text').attr('class', 'legend-label').attr('x', -30).attr('y', MATRIX.size + 50)
-      .text(fit(`(N−1)/N · S: ${bytes(Math.round(formula))}`, MATRIX.size + 40, LABEL));
+      .text(fit(`(N−1)/N · M: ${bytes(Math.round(formula))}`, MATRIX.size + 40, LABEL));
   }
 
   const dropped = routes.reduce((acc, d) => acc + d.kept.filter((k) => !k).length, 0);
