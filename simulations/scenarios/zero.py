@@ -612,7 +612,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     checks.append(Check(name="activations kept per micro-batch equal a plain torch model's and the formula",
                         passed=kept == profile[mode] == by_hand[mode], measured=kept, expected=by_hand[mode],
                         detail=f"{mode}; plain nn.Linear/nn.GELU model measured {profile[mode]} B; formula "
-                               + ("e·b·(d0 + w·L) + 8·b·d_o" if p.activation_checkpointing else "e·b·(d0 + 2w·L) + 8·b·d_o")
+                               + ("e·b·(d0 + h·L) + 8·b·d_o" if p.activation_checkpointing else "e·b·(d0 + 2h·L) + 8·b·d_o")
                                + f"; micro-batch of {p.micro_batch} samples: gradient accumulation keeps one "
                                f"micro-batch's activations, not {p.grad_accumulation * p.micro_batch} samples'"))
 
