@@ -137,7 +137,7 @@ export function render(svg, { frame, size }) {
     foot.text('edges: weights (blue +, orange −)');
   }
   svg.append('text').attr('class', 'legend-label').attr('x', 16).attr('y', H - 12).style('font-size', '20px')
-    .text(`step ${Math.min(e.step + 1, e.steps)}/${e.steps} · lr ${e.lr} · neurons show sample 1 of ${e.batch}`);
+    .text(`step ${Math.min(e.step + 1, e.steps)}/${e.steps} · η = ${e.lr} · neurons show sample 1 of ${e.batch}`);
 
   // The batch: x, y and the prediction, every sample.
   const tb = svg.append('g').attr('transform', `translate(${TABLE.x},${TABLE.y})`);
