@@ -209,7 +209,9 @@ def test_a_dropped_clients_run_is_stopped_and_the_next_run_starts_at_once(pool):
                     first_frame_after = time.monotonic() - dropped_at
                 events.append(event)
     assert abandoned.done and abandoned.error.startswith(CANCELLED), abandoned.error
-    assert abandoned.frame_count < 100  # of about 560: stopped early, at a frame boundary
+    # Of about 560: stopped early, at a frame boundary. How many frames land within the 0.5 s grace
+    # depends on the machine's load (about 50 on a quiet 2-core machine, 201 under a heavy one).
+    assert abandoned.frame_count < 280
     assert events[-1][0] == "done"
     assert first_frame_after < 5  # cancelled within the grace (0.5 s), not run to its end
     assert pool.pids() == pids  # stopped, not torn down
