@@ -56,7 +56,7 @@ export function render(svg, { frame, frames, index, size }) {
   const shape = shapeOf(frame);
   const all = bytesByGroup(frames);
   const legendRows = Math.min(4, [...new Set([...DIMS.filter((d) => shape[d] > 1 || all[d]), ...Object.keys(all)])].length);
-  const GRID_BOTTOM = H - 30 - legendRows * 26;
+  const GRID_BOTTOM = H - 36 - legendRows * 26;  // the legend's last baseline 10 px above the bottom
   const gap = 14;
   const nodeW = (W - 20 - (shape.dp - 1) * gap) / shape.dp;
   const nodeH = Math.min(190, (GRID_BOTTOM - GRID_TOP - (shape.pp - 1) * gap) / shape.pp);
