@@ -165,10 +165,22 @@ CUT_OFF_JS = r"""
     const r = el.getBoundingClientRect();
     if (r.width >= 0.5 && r.height >= 0.5) items.push({ el, what: name(el), r });
   }
+  // SVG text: against its outermost svg too (an svg clips what it draws beyond its box).
+  for (const t of slide.querySelectorAll('svg text')) {
+    if (!t.textContent.trim() || !shown(t)) continue;
+    let root = t.ownerSVGElement;
+    while (root.parentElement && root.parentElement.closest('svg')) root = root.parentElement.closest('svg');
+    const r = t.getBoundingClientRect();
+    if (r.width >= 0.5 && r.height >= 0.5) items.push({ el: t, what: JSON.stringify(t.textContent.trim().slice(0, 40)), r, svg: root });
+  }
   const problems = [];
   const out = (r, b) => r.left < b.left - 1 || r.top < b.top - 1 || r.right > b.right + 1 || r.bottom > b.bottom + 1;
   const fmt = (r) => `[${Math.round(r.left)},${Math.round(r.top)} ${Math.round(r.width)}×${Math.round(r.height)}]`;
-  for (const { el, what, r } of items) {
+  for (const { el, what, r, svg } of items) {
+    if (svg && getComputedStyle(svg).overflow !== 'visible' && out(r, svg.getBoundingClientRect())) {
+      problems.push(`${what} ${fmt(r)} cut off by its ${name(svg)} ${fmt(svg.getBoundingClientRect())}`);
+      continue;
+    }
     // Clipped by an ancestor that hides its overflow; a scrolling ancestor stops the search (its box is checked).
     let clip = null;
     let scroller = null;

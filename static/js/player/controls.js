@@ -60,11 +60,12 @@ export function buildControls(container, schema, names, values, onChange, { choi
       for (const option of field.enum ?? recorded ?? smallRange) {
         const el = document.createElement('option');
         el.value = option;
-        el.textContent = option;
+        // An enum's value is an id (all_to_all, interleaved_1f1b): shown as words, sent as the id.
+        el.textContent = typeof option === 'string' ? option.replace(/_/g, '-') : option;
         if (recorded && !recorded.includes(option)) {
           el.disabled = true;
           el.dataset.recorded = 'false';
-          el.textContent = `${option} (live server only)`;
+          el.textContent = `${el.textContent} (live server only)`;
         }
         input.append(el);
       }

@@ -69,7 +69,9 @@ export function renderSummary(container, summary, meta, slide = null) {
   container.append(details);
 
   // The speaker notes get the whole detail: the presenter sees it, the audience does not.
-  const notes = slide?.querySelector('aside.notes');
+  // The slide's own notes: not the step line the speaker view keeps first (its text is rewritten
+  // at every step, which would wipe the detail).
+  const notes = slide?.querySelector('aside.notes:not(.step-note)');
   if (notes) {
     notes.querySelector('.sim-notes')?.remove();
     const block = document.createElement('div');

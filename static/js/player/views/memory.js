@@ -97,7 +97,7 @@ export function render(svg, { frames, index, size, summary }) {
     .attr('x', (d) => x(d.data.rank)).attr('width', barW)
     .attr('y', (d) => y(d[1])).attr('height', (d) => Math.max(0, y(d[0]) - y(d[1])))
     .append('title').text((d) => `rank ${d.data.rank} ${d.role}: ${bytes(d.data.memory[d.role] ?? 0)}`);
-  svg.append('g').selectAll('text').data(ranks).join('text').attr('class', 'bar-total')
+  svg.append('g').selectAll('text').data(ranks).join('text').attr('class', 'bar-total halo')
     .attr('data-key', (r) => `total-${r.rank}`)
     .attr('x', (r) => x(r.rank) + barW / 2).attr('y', (r) => y(total(r)) - 6)
     .attr('text-anchor', 'middle').text((r) => bytes(total(r)));

@@ -56,21 +56,24 @@ export function render(svg, { frame, frames, index, size }) {
   const shape = shapeOf(frame);
   const all = bytesByGroup(frames);
   const legendRows = Math.min(4, [...new Set([...DIMS.filter((d) => shape[d] > 1 || all[d]), ...Object.keys(all)])].length);
-  const GRID_BOTTOM = H - 30 - legendRows * 26;
+  const GRID_BOTTOM = H - 36 - legendRows * 26;  // the legend's last baseline 10 px above the bottom
   const gap = 14;
   const nodeW = (W - 20 - (shape.dp - 1) * gap) / shape.dp;
   const nodeH = Math.min(190, (GRID_BOTTOM - GRID_TOP - (shape.pp - 1) * gap) / shape.pp);
   const pad = 8;
   const cellGap = 6;
   const cellW = (nodeW - 2 * pad - (shape.tp - 1) * cellGap) / shape.tp;
-  const cellH = nodeH - 32;
+  // Cells start below the node's name with room for a group's outline (3 px out, 3 px wide): the
+  // outline never runs through the name's descenders.
+  const CELL_TOP = 29;
+  const cellH = nodeH - CELL_TOP - 8;
   const nodeX = (d) => 10 + d * (nodeW + gap);
   const nodeY = (s) => GRID_TOP + s * (nodeH + gap);
   const cell = {};
   for (const rank of frame.ranks) {
     const c = coordOf(rank, shape);
     const x = nodeX(c.dp) + pad + c.tp * (cellW + cellGap);
-    const y = nodeY(c.pp) + 24;
+    const y = nodeY(c.pp) + CELL_TOP;
     cell[rank.rank] = { x, y, cx: x + cellW / 2, cy: y + cellH / 2, coord: c, rank };
   }
   const small = cellW < 70 || cellH < 56;
@@ -87,11 +90,13 @@ export function render(svg, { frame, frames, index, size }) {
 
   // Nodes, then the ranks inside them.
   const nodes = svg.append('g').attr('class', 'mesh-nodes');
+  // The node names go on top of everything at the end (a tp group's outline runs along their baseline).
+  const nodeLabels = svg.append('g').attr('class', 'mesh-node-labels');
   for (let d = 0; d < shape.dp; d += 1) {
     for (let s = 0; s < shape.pp; s += 1) {
       nodes.append('rect').attr('class', 'rank-box').attr('x', nodeX(d)).attr('y', nodeY(s))
         .attr('width', nodeW).attr('height', nodeH).attr('rx', 10).attr('opacity', 0.9);
-      nodes.append('text').attr('class', 'legend-label halo').attr('x', nodeX(d) + pad).attr('y', nodeY(s) + 19)
+      nodeLabels.append('text').attr('class', 'legend-label halo').attr('x', nodeX(d) + pad).attr('y', nodeY(s) + 19)
         .text(fit(nodeW > 260 ? `node: replica ${d}, stage ${s}` : `replica ${d}, stage ${s}`, nodeW - 2 * pad, LABEL));
     }
   }
@@ -173,6 +178,7 @@ export function render(svg, { frame, frames, index, size }) {
   const now = bytesByGroup([frame]);
   const upTo = bytesByGroup(frames.slice(0, index + 1));
   const groups = [...new Set([...DIMS.filter((d) => shape[d] > 1 || all[d]), ...Object.keys(all)])];
+  nodeLabels.raise();
   const legend = svg.append('g').attr('class', 'mesh-legend').attr('transform', `translate(10,${GRID_BOTTOM + 26})`);
   legend.append('text').attr('class', 'legend-label').attr('x', 0).attr('y', 0)
     .text(fit('bytes, all ranks: this frame · so far · whole step', W - 20, LABEL));

@@ -61,6 +61,13 @@ export function render(svg, { frames, index, meta, size }) {
   const ticks = Math.max(2, Math.floor((W - left) / 110));
   const axis = d3.axisBottom(x).ticks(ticks).tickFormat((t) => ms(t));
   svg.append('g').attr('class', 'axis').attr('transform', `translate(0,${H - AXIS + 4})`).call(axis);
+  // A tick at either end of the axis keeps its whole label inside the view: anchored at its end.
+  const tickPx = parseFloat(getComputedStyle(svg.select('.axis .tick text').node() ?? svg.node()).fontSize) || LABEL;
+  svg.selectAll('.axis .tick text').each(function anchor(t) {
+    const half = textWidth(ms(t), tickPx) / 2;
+    if (x(t) + half > W - 2) d3.select(this).attr('text-anchor', 'end').attr('dx', '0.3em');
+    else if (x(t) - half < 2) d3.select(this).attr('text-anchor', 'start').attr('dx', '-0.3em');
+  });
   svg.selectAll('.legend text').style('fill', null);
   svg.attr('data-spans', shown.length);
 }
