@@ -4,6 +4,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app import openapi, pages
+from app.head import HeadAsGet
 from app.routers import calculator, deck, embed, estimate, health, runs, simulations
 from app.settings import Settings, get_settings
 from app.simulator import lifespan
@@ -17,6 +18,7 @@ def create_app(settings: Settings | None = None, pool: RankPool | None = None) -
     app.state.settings = settings
     app.state.pool = pool
     pages.install(app, settings)
+    app.add_middleware(HeadAsGet)  # HEAD wherever GET: see app/head.py
     openapi.install(app)
     app.include_router(health.router)
     app.include_router(deck.router)

@@ -70,7 +70,7 @@ def render_deck(settings: Settings, *, embed: bool = False, print_pdf: bool = Fa
     )
 
 
-@router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse, summary="The whole deck (?embed=1 for iframes, ?print-pdf to print)")
+@router.get("/", response_class=HTMLResponse, summary="The whole deck (?embed=1 for iframes, ?print-pdf to print)")
 def deck_page(request: Request) -> HTMLResponse:
     # reveal.js's speaker view previews the deck in iframes with ?receiver: slides only.
     return HTMLResponse(render_deck(_settings(request), embed=_flag(request, "embed"),
@@ -78,10 +78,10 @@ def deck_page(request: Request) -> HTMLResponse:
                                     receiver="receiver" in request.query_params))
 
 
-@router.api_route("/slides/{slide_id}", methods=["GET", "HEAD"], summary="Redirect to one slide of the deck",
-                  status_code=307,
-                  responses={307: {"description": "To the slide in the deck"},
-                             404: {"description": "No slide by that id (an HTML page)", "content": {"text/html": {}}}})
+@router.get("/slides/{slide_id}", summary="Redirect to one slide of the deck",
+            status_code=307,
+            responses={307: {"description": "To the slide in the deck"},
+                       404: {"description": "No slide by that id (an HTML page)", "content": {"text/html": {}}}})
 def slide_link(slide_id: str, request: Request) -> RedirectResponse:
     deck = load_deck(Path(_settings(request).slides_dir).resolve())
     slide = deck.find(slide_id)

@@ -115,8 +115,8 @@ HTML_ERRORS = {404: {"description": "No scenario by that name (an HTML page)", "
                                     "page naming the field and its bound", "content": {"text/html": {}}}}
 
 
-@router.api_route("/embed/{name}", methods=["GET", "HEAD"], response_class=HTMLResponse,
-                  summary="One live simulation as an embeddable widget", responses=HTML_ERRORS)
+@router.get("/embed/{name}", response_class=HTMLResponse,
+            summary="One live simulation as an embeddable widget", responses=HTML_ERRORS)
 def embed_widget(name: str, request: Request) -> HTMLResponse:
     try:
         scenario = scenarios.get(name)

@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse
 
+from app.head import is_head
 from simulations import scenarios
 from simulations.chrome_trace import chrome_trace
 from simulations.runtime import Overloaded, Run, Simulator
@@ -94,14 +95,18 @@ def too_many_ranks(scenario: scenarios.Scenario, params: BaseModel, available: i
     return f"these params need {ranks} ranks; this server's pool has {available} (DISTDECK_POOL_SIZE)"
 
 
-def _submit(request: Request, name: str, params: BaseModel) -> Run:
-    simulator: Simulator = request.app.state.simulator
-    scenario = scenarios.get(name)
-    too_many = too_many_ranks(scenario, params, simulator.pool.size)
+def _check_ranks(scenario: scenarios.Scenario, params: BaseModel, available: int) -> None:
+    too_many = too_many_ranks(scenario, params, available)
     if too_many:
         raise RequestValidationError([{
             "type": "less_than_equal", "loc": ("query", "world_size"), "input": scenario.world_size(params),
-            "ctx": {"le": simulator.pool.size}, "msg": too_many}])
+            "ctx": {"le": available}, "msg": too_many}])
+
+
+def _submit(request: Request, name: str, params: BaseModel) -> Run:
+    simulator: Simulator = request.app.state.simulator
+    scenario = scenarios.get(name)
+    _check_ranks(scenario, params, simulator.pool.size)
     try:
         return simulator.submit(name, params, client=request.client.host if request.client else None)
     except TooManyRuns as exc:
@@ -133,9 +138,8 @@ class FinishedRun(Response):
 
     async def __call__(self, scope, receive, send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        if scope.get("method") != "HEAD":
-            for part in self.parts:
-                await send({"type": "http.response.body", "body": part, "more_body": True})
+        for part in self.parts:
+            await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -166,15 +170,24 @@ def describe_scenario(name: str) -> ScenarioInfo:
 async def stream_frames(name: str, request: Request) -> Response:
     # async: no hop to the thread pool per viewer (nothing here blocks), which a crowd of viewers feels.
     scenario = _scenario(name)
-    return _stream(request, _submit(request, name, _params(scenario, request)))
+    params = _params(scenario, request)
+    if is_head(request):  # the GET's checks and headers without starting a run: a link checker costs no run
+        _check_ranks(scenario, params, pool_size(request))
+        return Response(media_type="text/event-stream", headers=SSE_HEADERS)
+    return _stream(request, _submit(request, name, params))
 
 
 @router.get("/simulations/{name}/trace",
+            response_model=dict,
             responses={200: {"description": "Chrome trace-event JSON (Perfetto)"}, **NOT_FOUND, **BUSY,
                        500: {"model": Problem, "description": "The run failed (a rank died or hung)"}})
-async def trace_json(name: str, request: Request) -> dict:
+async def trace_json(name: str, request: Request) -> dict | Response:
     scenario = _scenario(name)
-    run = _submit(request, name, _params(scenario, request))
+    params = _params(scenario, request)
+    if is_head(request):  # as for frames: checked, no run (whether a GET gets a 429/503 depends on its moment)
+        _check_ranks(scenario, params, pool_size(request))
+        return Response(media_type="application/json")
+    run = _submit(request, name, params)
     await run.wait()
     if run.error is not None and run.error.startswith(TOO_LARGE):
         raise RequestValidationError([{"type": "too_large", "loc": ("query",), "input": run.meta.params,

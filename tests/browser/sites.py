@@ -74,12 +74,12 @@ def _start(pool) -> Sites:
     export_dir = root / SUBFOLDER
     # The export first: it and the server share the pool (its job lock runs one job at a time).
     export_site(export_dir, settings=Settings(start_pool_on_startup=False), pool=pool, variants="default")
-    server_url = _serve_app(pool)
+    server_url = serve_app(pool)
     export_url = _serve_static(root) + f"/{SUBFOLDER}/"
     return Sites(server_url, export_url, export_dir)
 
 
-def _serve_app(pool) -> str:
+def serve_app(pool) -> str:
     """The app in a thread of this process, so it can use the session's pool (no second set of ranks)."""
     import uvicorn
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.slides import load_deck
+from tests.browser.sites import serve_app, stop_all
 
 pytestmark = pytest.mark.browser
 
@@ -222,13 +223,32 @@ def test_speaker_view_opens_with_notes(page, deck_url):
     assert popup.locator(".speaker-controls-time").count() == 1
 
 
-def test_print_pdf_has_one_page_per_slide_and_step(page, deck_url):
-    open_deck(page, deck_url + "/?print-pdf")
-    page.wait_for_selector(".pdf-page")
+LIVE_STEPS = """() => Object.fromEntries(window.distdeck.players.map(
+  (p) => [p.slide.id, window.distdeck.stepperOf(p.slide).count]))"""
+
+
+@pytest.fixture(scope="module")
+def live_url(pool):
+    """The app with the session's rank pool: print runs every live slide."""
+    yield serve_app(pool)
+    stop_all()
+
+
+@pytest.mark.slow
+def test_print_pdf_has_one_page_per_slide_and_step(page, live_url):
+    """The server's ?print-pdf, once every live slide's pages are in (`print-ready`): a page per step of
+    each static slide (its manifest) and per step of each live slide's run (its player)."""
+    page.set_default_timeout(1_200_000)
+    open_deck(page, live_url + "/?print-pdf")
+    page.wait_for_selector("html.print-ready", state="attached")
+    live = page.evaluate(LIVE_STEPS)
+    assert len(live) >= 30 and all(count >= 1 for count in live.values()), live
+    assert sum(count > 1 for count in live.values()) >= 20, live  # the runs' stories, not one page each
     pdf = page.pdf(prefer_css_page_size=True, print_background=True)
     pages = len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf))
-    assert pages == DECK.print_page_count()
-    assert pages >= len(IDS) + STEPS - 1  # every slide, and every step of the 7B slide
+    static = sum(slide.steps for slide in DECK.slides if slide.id not in live)
+    assert pages == static + sum(live.values()), (pages, static, live)
+    assert STEPPED not in live and static >= len(IDS) - len(live) + STEPS - 1  # every step of the 7B slide
 
 
 def test_embed_in_cross_origin_iframe_takes_keys_after_a_click(page, servers):

@@ -210,8 +210,6 @@ def test_a_widget_chooses_its_views_by_size_and_its_own_text_is_readable(context
     assert measured["chrome"][0] >= 12, measured  # title, controls, bar, caption, checks
 
 
-@pytest.mark.xfail(reason="text inside the views scales with a fixed viewBox; the views' redesign (issue 10) "
-                          "draws them for their pane", strict=False)
 @pytest.mark.parametrize("size", [(640, 360), (800, 450)])
 def test_a_widgets_views_keep_text_at_12px(context_for, site, size):
     measured = widget_text(context_for, site, *size)

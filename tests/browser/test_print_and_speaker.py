@@ -30,9 +30,13 @@ PRINTED = """() => {
     const slide = page.querySelector('section');
     if (!slide || !slide.querySelector('.live-sim')) continue;
     const views = Array.from(page.querySelectorAll('.sim-view'));
-    const entry = (live[slide.id] ??= { pages: 0, drawn: 0, pictures: new Set(), steps: 0, modelled: false });
+    const entry = (live[slide.id] ??= { pages: 0, drawn: 0, pictures: new Set(), panes: [], steps: 0, modelled: false });
     entry.modelled ||= views.some((v) => v.classList.contains('sim-view-projected'));
     entry.pages += 1;
+    // Each player of the slide on its own (pp-side-by-side has two, which step together).
+    page.querySelectorAll('.live-sim').forEach((sim, i) => {
+      (entry.panes[i] ??= new Set()).add(Array.from(sim.querySelectorAll('.sim-view')).map((v) => v.innerHTML).join('|'));
+    });
     // Drawn: a view with shapes in it, given room on the page (not squeezed to nothing).
     if (views.some((v) => v.querySelectorAll('rect, text, path, circle, line').length > 0
                           && v.getBoundingClientRect().height > 150)) entry.drawn += 1;
@@ -41,7 +45,10 @@ PRINTED = """() => {
   for (const player of window.distdeck.players) {
     if (live[player.slide.id]) live[player.slide.id].steps = window.distdeck.stepperOf(player.slide).count;
   }
-  for (const entry of Object.values(live)) entry.pictures = entry.pictures.size;
+  for (const entry of Object.values(live)) {
+    entry.pictures = entry.pictures.size;
+    entry.panes = entry.panes.map((set) => set.size);
+  }
   return { live, players: new Set(window.distdeck.players.map((p) => p.slide.id)).size,
            blank: pages.filter((p) => !p.querySelector('section')?.textContent.trim()).length };
 }"""
@@ -60,6 +67,9 @@ def test_print_view_has_a_page_per_step_of_every_live_slide(page, site):
         # the whole step's timeline on every page (only its caption follows the frames).
         if entry["steps"] > 1 and not entry["modelled"]:
             assert entry["pictures"] > 1, (slide, entry)
+    # Both panes of the side-by-side slide step on its pages, as they do on screen.
+    both = live["pp-side-by-side"]
+    assert len(both["panes"]) == 2 and min(both["panes"]) > 1, both
     assert printed["blank"] == 0
     # The measured points of the bubble plot are in too.
     assert page.locator(".pdf-page #pp-bubble-svg .pp-points circle").count() >= 10

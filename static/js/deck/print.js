@@ -95,6 +95,8 @@ async function pagesFor(page, slide) {
     await sleep(0);
     if (k === 0) await until(drawn, 5_000, 20);
     await until(() => !sims.some(animating), 3_000, 20);
+    // A view that draws from a request of its own (the projected cluster) is busy until it has.
+    await until(() => !sims.some((sim) => sim.querySelector('[data-busy]')), 30_000, 20);
     const copy = page.cloneNode(true);
     copyControlValues(page, copy);
     copy.classList.add('pdf-step-page');
