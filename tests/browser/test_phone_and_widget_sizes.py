@@ -225,9 +225,9 @@ def test_open_in_a_new_tab_carries_the_readers_changes_and_position(context_for,
         frame = page.locator("#widget").element_handle().content_frame()
         frame.wait_for_selector("html.deck-ready")
         wait_for_run(frame)
-        control = frame.locator(".sim-controls [name=world_size]")
-        control.fill("2")
-        control.dispatch_event("change")
+        # A number box or, where only some values can run, a choice among them.
+        frame.locator(".sim-controls [name=world_size]").evaluate(
+            "(el) => { el.value = '2'; el.dispatchEvent(new Event('change')); }")
         frame.wait_for_function("() => window.distdeck.players[0].meta?.params.world_size === 2", timeout=RUN_TIMEOUT_MS)
         wait_for_run(frame)
         frame.locator(".reveal").click(position={"x": 40, "y": 40})
