@@ -74,7 +74,7 @@ def test_a_live_slide_switches_between_measured_and_modelled_time(page, deck_url
     sim = "#ddp-live .live-sim"
     page.wait_for_selector(f"{sim}[data-status=done]", timeout=120_000)
     steps = page.get_attribute(sim, "data-sim-steps")
-    badge = page.locator(f"{sim} .sim-timing")
+    badge = page.locator(f"{sim} .sim-clock")
     assert badge.text_content() == "measured on this machine"
     assert page.locator(f"{sim} select[name=time_on]").input_value() == "machine"  # the default
     assert page.locator(f"{sim} svg.sim-view-projected").count() == 0

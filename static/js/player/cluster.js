@@ -30,7 +30,7 @@ class ClusterControl {
     this.where = select('time_on', [['machine', 'this machine'], ...GPUS.map(([v, n]) => [v, `${n} cluster`])],
       'Show this run as measured on this machine, or its ops re-timed on a modelled GPU cluster');
     this.model = select('cluster_model', MODELS, 'The model the run is scaled to on the modelled cluster');
-    this.badge = Object.assign(document.createElement('span'), { className: 'sim-timing', textContent: MEASURED });
+    this.badge = Object.assign(document.createElement('span'), { className: 'sim-clock', textContent: MEASURED });
     const whereLabel = Object.assign(document.createElement('label'), { className: 'sim-control sim-cluster-where' });
     whereLabel.append(Object.assign(document.createElement('span'), { textContent: 'time on' }), this.where);
     this.modelLabel = Object.assign(document.createElement('label'), { className: 'sim-control sim-cluster-model' });
@@ -81,7 +81,7 @@ class ClusterControl {
     this.player.element.classList.toggle('sim-modelled', modelled);
     views.classList.toggle('sim-views-modelled', modelled);
     this.badge.textContent = modelled ? 'modelled' : MEASURED;
-    this.badge.classList.toggle('sim-timing-modelled', modelled);
+    this.badge.classList.toggle('sim-clock-modelled', modelled);
     if (modelled) {
       if (!this.svg.isConnected) views.append(this.svg);
       this.draw();
