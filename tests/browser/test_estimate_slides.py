@@ -4,6 +4,8 @@ modelled cluster."""
 
 from __future__ import annotations
 
+import re
+
 
 def test_layout_chooser_ranks_layouts_for_new_inputs(page, deck_url):
     page.goto(f"{deck_url}/#/layout-chooser/0")
@@ -64,3 +66,36 @@ def test_tensor_parallel_is_replayed_with_its_collectives_exposed(page, deck_url
     svg = _replayed(page, deck_url, "tp-on-a-cluster")
     assert page.locator(f"{svg} .span-tp").count() == 2 * 80 + 1  # per layer each way, and the embedding's
     assert "does not fit in memory" in page.text_content(svg)  # 70B on 4 GPUs, said so
+
+
+def test_a_live_slide_switches_between_measured_and_modelled_time(page, deck_url):
+    page.goto(f"{deck_url}/#/ddp-live/1")  # step 0 asks the prediction question
+    page.wait_for_selector("html.deck-ready")
+    sim = "#ddp-live .live-sim"
+    page.wait_for_selector(f"{sim}[data-status=done]", timeout=120_000)
+    steps = page.get_attribute(sim, "data-sim-steps")
+    badge = page.locator(f"{sim} .sim-clock")
+    assert badge.text_content() == "measured on this machine"
+    assert page.locator(f"{sim} select[name=time_on]").input_value() == "machine"  # the default
+    assert page.locator(f"{sim} svg.sim-view-projected").count() == 0
+
+    page.select_option(f"{sim} select[name=time_on]", "h100-80gb")
+    view = f"{sim} svg.sim-cluster-view"
+    page.wait_for_selector(f"{view}[data-spans]", timeout=60_000)
+    assert int(page.get_attribute(view, "data-spans")) > 0
+    text = page.text_content(view)
+    assert "modelled: 32 × h100-80gb" in text  # 4 live ranks, each a node of 8 GPUs
+    assert re.search(r"step \d+(\.\d+)? (s|ms) ", text), text  # real time units, not CPU milliseconds
+    assert page.locator(f"{view} .axis text").last.text_content().endswith(" s")
+    assert badge.text_content() == "modelled"
+    assert not page.locator(f"{sim} svg.sim-view-ranks").is_visible()
+    # the option names now say how big the cluster is
+    assert page.locator(f"{sim} select[name=time_on] option[value=h100-80gb]").text_content() == "32 × H100"
+
+    page.select_option(f"{sim} select[name=time_on]", "machine")
+    assert badge.text_content() == "measured on this machine"
+    assert page.locator(f"{sim} svg.sim-view-ranks").is_visible()
+    assert page.locator(view).count() == 0
+    assert page.get_attribute(sim, "data-sim-steps") == steps  # the run's steps are untouched
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"() => document.querySelector('{sim}').dataset.simStep === '1'")

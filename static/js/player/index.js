@@ -1,8 +1,10 @@
 /**
  * Mounts a Player on every `.live-sim` placeholder (slides/macros.html.j2's `live` macro)
  * and starts each one's run when its slide is shown or is next, so → rarely has to wait.
+ * Each whose run the estimator can replay gets the "time on" control (cluster.js).
  */
 import { Player } from './player.js';
+import { attachCluster } from './cluster.js';
 
 function loadD3() {
   if (window.d3) return Promise.resolve();
@@ -27,7 +29,9 @@ function startNearby() {
 
 await loadD3();
 for (const element of document.querySelectorAll('.live-sim')) {
-  players.push(new Player(element));
+  const player = new Player(element);
+  attachCluster(player); // "time on: this machine | N × H100": the run re-timed on a modelled cluster
+  players.push(player);
 }
 document.addEventListener('distdeck:position', startNearby);
 startNearby();

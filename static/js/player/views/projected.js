@@ -26,9 +26,12 @@ const FILL = {
 };
 const answers = new Map(); // query -> Promise of the estimate (or of an error message)
 
-function fetchProjection(scenario, params) {
-  const query = new URLSearchParams({ scenario, model: 'llama3-70b', gpu: 'h100-80gb' });
-  for (const [key, value] of Object.entries(params ?? {})) if (key !== 'seed') query.set(key, String(value));
+/** The replay of `scenario` with the run's `params` on a modelled cluster of `gpu`s, `model` scaled in. */
+export function fetchProjection(scenario, params, { model = 'llama3-70b', gpu = 'h100-80gb' } = {}) {
+  const query = new URLSearchParams({ scenario, model, gpu });
+  for (const [key, value] of Object.entries(params ?? {})) {
+    if (key !== 'seed' && value != null) query.set(key, String(value)); // null: the server's default
+  }
   const key = query.toString();
   if (!answers.has(key)) {
     answers.set(key, fetch(`/api/estimate/replay?${key}`).then(async (response) => {
@@ -107,13 +110,14 @@ function draw(svg, est) {
   svg.attr('data-spans', spans.length);
 }
 
-export function render(svg, { meta }) {
+/** `cluster` ({ model, gpu }): the preset and GPU to model; Llama 3 70B on H100s by default. */
+export function render(svg, { meta, cluster }) {
   if (!meta) return;
   const node = svg.node ? svg.node() : svg;
   const target = window.d3.select(node);
   // Busy until the modelled cluster is drawn: print waits for it before it copies the page.
   node.dataset.busy = String((parseInt(node.dataset.busy, 10) || 0) + 1);
-  fetchProjection(meta.scenario, meta.params).then(
+  fetchProjection(meta.scenario, meta.params, cluster).then(
     (est) => { if (node.isConnected) draw(target, est); },
     (error) => {
       target.selectAll('*').remove();
