@@ -325,7 +325,7 @@ class _frames:
         self.coord = {"coord": {"dp": 0, "pp": 0, "tp": rank}}
 
     def partial(self, part: str, partial: torch.Tensor) -> None:
-        trace.frame("partial", f"{part.capitalize()}: the row-parallel Linear leaves each rank a partial sum "
+        trace.frame("partial", f"{part.upper() if part == 'mlp' else part.capitalize()}: the row-parallel Linear leaves each rank a partial sum "
                     f"of the output; they differ until g adds them up",
                     tensors=[tensor_view(f"{part} partial", "activations", partial)],
                     extra={**self.extra, "block": part}, rank_extra=self.coord)
