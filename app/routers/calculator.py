@@ -36,6 +36,8 @@ class CalculatorParams(BaseModel):
     tp: int = Field(1, ge=1, le=64, description="Tensor-parallel degree")
     pp: int = Field(1, ge=1, le=256, description="Pipeline-parallel degree")
     activation_checkpointing: bool = False
+    # FlashAttention (every Llama-class run) never stores the a·s² attention scores (Ultra-Scale Playbook).
+    flash_attention: bool = Field(True, description="Attention by FlashAttention: no stored score matrices")
     cpu_offload: bool = False
     seq_len: int = Field(4096, ge=1, le=1_048_576)
     micro_batch: int = Field(1, ge=1, le=1024)
@@ -86,7 +88,8 @@ def calculate(p: CalculatorParams) -> CalculatorResult:
         psi = shape.params
     per_gpu = formulas.per_gpu_memory(psi, shape, precision=p.precision, zero_stage=p.zero_stage, gpus=p.gpus,
                                       tp=p.tp, pp=p.pp, activation_checkpointing=p.activation_checkpointing,
-                                      seq_len=p.seq_len, micro_batch=p.micro_batch, cpu_offload=p.cpu_offload)
+                                      seq_len=p.seq_len, micro_batch=p.micro_batch, cpu_offload=p.cpu_offload,
+                                      flash_attention=p.flash_attention)
     dp = p.gpus // (p.tp * p.pp)
     total = sum(per_gpu.values())
     sharded = formulas.sharded_roles(p.zero_stage)

@@ -64,10 +64,14 @@ function modelStateBytes(psi, precision, stage, ranks, cpuOffload) {
   return perRank;
 }
 
-/** Korthikanti et al.: s·b·h·(34 + 5·a·s/h) per layer, /t with SP; full recomputation 2·s·b·h. */
-function activationBytes(seq, microBatch, hidden, heads, layers, tp, pp, full) {
+/**
+ * Korthikanti et al.: s·b·h·(34 + 5·a·s/h) per layer, /t with SP; full recomputation 2·s·b·h.
+ * FlashAttention never stores the a·s² scores, so the 5·a·s/h term goes (Ultra-Scale Playbook).
+ */
+function activationBytes(seq, microBatch, hidden, heads, layers, tp, pp, full, flash) {
   const sbh = seq * microBatch * hidden;
-  const perLayer = (full ? 2 * sbh : sbh * (34 + 5 * heads * seq / hidden)) / tp;
+  const scores = flash ? 0 : 5 * heads * seq / hidden;
+  const perLayer = (full ? 2 * sbh : sbh * (34 + scores)) / tp;
   // 1F1B: L/p layers per stage, p micro-batches in flight on the first stage.
   return perLayer * (layers / pp) * pp;
 }
@@ -96,7 +100,7 @@ export function calculate(p) {
   perGpu.activations = 0;
   if (shape.layers) {
     perGpu.activations = activationBytes(p.seq_len ?? 4096, p.micro_batch ?? 1, shape.hidden, shape.heads,
-      shape.layers, tp, pp, Boolean(p.activation_checkpointing));
+      shape.layers, tp, pp, Boolean(p.activation_checkpointing), p.flash_attention ?? true);
     if (precision === 'fp32') perGpu.activations *= 2;
   }
   const total = ROLES.reduce((sum, role) => sum + perGpu[role], 0);
@@ -130,6 +134,7 @@ export const FIELDS = [
   { name: 'seq_len', label: 'seq', type: 'number', min: 1, max: 1048576, value: 4096 },
   { name: 'micro_batch', label: 'micro-batch', type: 'number', min: 1, max: 1024, value: 1 },
   { name: 'activation_checkpointing', label: 'checkpointing', type: 'checkbox', value: false },
+  { name: 'flash_attention', label: 'FlashAttention', type: 'checkbox', value: true },
   { name: 'cpu_offload', label: 'CPU offload', type: 'checkbox', value: false },
 ];
 const CUSTOM_SHAPE = ['hidden', 'layers', 'heads', 'vocab'];

@@ -27,10 +27,12 @@ LAYOUTS = [(1, 1, 1), (8, 1, 1), (16, 4, 1), (64, 2, 4), (96, 8, 3)]
 
 def grid() -> list[dict]:
     cases = []
-    for model, precision, stage, (gpus, tp, pp), ckpt, offload, (seq, mb) in itertools.product(
-            MODELS, ["bf16", "fp32"], [0, 1, 2, 3], LAYOUTS, [False, True], [False, True], [(4096, 1), (1, 1), (8192, 2)]):
+    for model, precision, stage, (gpus, tp, pp), ckpt, offload, (seq, mb), flash in itertools.product(
+            MODELS, ["bf16", "fp32"], [0, 1, 2, 3], LAYOUTS, [False, True], [False, True], [(4096, 1), (1, 1), (8192, 2)],
+            [True, False]):
         cases.append({**model, "precision": precision, "zero_stage": stage, "gpus": gpus, "tp": tp, "pp": pp,
-                      "activation_checkpointing": ckpt, "cpu_offload": offload, "seq_len": seq, "micro_batch": mb})
+                      "activation_checkpointing": ckpt, "cpu_offload": offload, "seq_len": seq, "micro_batch": mb,
+                      "flash_attention": flash})
     return cases
 
 
