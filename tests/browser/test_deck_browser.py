@@ -235,6 +235,7 @@ def live_url(pool):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # every live slide runs on the live server, a few at a time
 def test_print_pdf_has_one_page_per_slide_and_step(page, live_url):
     """The server's ?print-pdf, once every live slide's pages are in (`print-ready`): a page per step of
     each static slide (its manifest) and per step of each live slide's run (its player)."""

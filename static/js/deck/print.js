@@ -98,6 +98,9 @@ async function pagesFor(page, slide) {
     // A view that draws from a request of its own (the projected cluster) is busy until it has.
     await until(() => !sims.some((sim) => sim.querySelector('[data-busy]')), 30_000, 20);
     const copy = page.cloneNode(true);
+    // A snapshot: nothing in it will finish drawing, so nothing in it is busy (the wait below the
+    // loop would otherwise wait for it).
+    for (const el of copy.querySelectorAll('[data-busy]')) el.removeAttribute('data-busy');
     copyControlValues(page, copy);
     copy.classList.add('pdf-step-page');
     copy.dataset.step = String(k);
