@@ -111,17 +111,11 @@ export function render(svg, { meta }) {
   if (!meta) return;
   const node = svg.node ? svg.node() : svg;
   const target = window.d3.select(node);
-  // Busy until the modelled cluster is drawn: print waits for it before it copies the page.
-  node.dataset.busy = String((parseInt(node.dataset.busy, 10) || 0) + 1);
   fetchProjection(meta.scenario, meta.params).then(
     (est) => { if (node.isConnected) draw(target, est); },
     (error) => {
       target.selectAll('*').remove();
       target.append('text').attr('class', 'lane-label').attr('x', 8).attr('y', 40).text(error.message);
     },
-  ).finally(() => {
-    const left = (parseInt(node.dataset.busy, 10) || 1) - 1;
-    if (left > 0) node.dataset.busy = String(left);
-    else delete node.dataset.busy;
-  });
+  );
 }
