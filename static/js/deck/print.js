@@ -95,12 +95,7 @@ async function pagesFor(page, slide) {
     await sleep(0);
     if (k === 0) await until(drawn, 5_000, 20);
     await until(() => !sims.some(animating), 3_000, 20);
-    // A view that draws from a request of its own (the projected cluster) is busy until it has.
-    await until(() => !sims.some((sim) => sim.querySelector('[data-busy]')), 30_000, 20);
     const copy = page.cloneNode(true);
-    // A snapshot: nothing in it will finish drawing, so nothing in it is busy (the wait below the
-    // loop would otherwise wait for it).
-    for (const el of copy.querySelectorAll('[data-busy]')) el.removeAttribute('data-busy');
     copyControlValues(page, copy);
     copy.classList.add('pdf-step-page');
     copy.dataset.step = String(k);

@@ -8,6 +8,7 @@
  * the live run's own, measured CPU timeline is the `timeline` view.
  */
 import { ms } from '../format.js';
+import { staticSite } from '../source.js';
 
 const W = 960;
 const H = 520;
@@ -110,22 +111,22 @@ function draw(svg, est) {
   svg.attr('data-spans', spans.length);
 }
 
+function message(target, text) {
+  target.selectAll('*').remove();
+  target.append('text').attr('class', 'lane-label').attr('x', 8).attr('y', 40).text(text);
+}
+
 /** `cluster` ({ model, gpu }): the preset and GPU to model; Llama 3 70B on H100s by default. */
 export function render(svg, { meta, cluster }) {
   if (!meta) return;
   const node = svg.node ? svg.node() : svg;
   const target = window.d3.select(node);
-  // Busy until the modelled cluster is drawn: print waits for it before it copies the page.
-  node.dataset.busy = String((parseInt(node.dataset.busy, 10) || 0) + 1);
+  if (staticSite) { // no estimator in a static copy: say so at once (print copies the page right away)
+    message(target, 'The modelled cluster needs the live server; this copy has the measured run only.');
+    return;
+  }
   fetchProjection(meta.scenario, meta.params, cluster).then(
     (est) => { if (node.isConnected) draw(target, est); },
-    (error) => {
-      target.selectAll('*').remove();
-      target.append('text').attr('class', 'lane-label').attr('x', 8).attr('y', 40).text(error.message);
-    },
-  ).finally(() => {
-    const left = (parseInt(node.dataset.busy, 10) || 1) - 1;
-    if (left > 0) node.dataset.busy = String(left);
-    else delete node.dataset.busy;
-  });
+    (error) => message(target, error.message),
+  );
 }
