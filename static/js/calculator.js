@@ -11,6 +11,8 @@
  * Mounts on every `.memory-calculator` element; `data-params` (JSON) sets the initial inputs.
  */
 
+import { buildForm } from './form-fields.js';
+
 const SVG_NS = 'http://www.w3.org/2000/svg';
 const ROLES = ['parameters', 'gradients', 'optimizer', 'activations'];
 const ROLE_VARS = {
@@ -198,33 +200,10 @@ class Calculator {
     // Inline layout so the widget needs no stylesheet of its own (colours come from the deck's variables).
     Object.assign(this.form.style, { display: 'flex', flexWrap: 'wrap', gap: '0.3em 1em', fontSize: '0.5em',
                                      alignItems: 'center' });
-    this.inputs = {};
-    for (const field of FIELDS) {
-      const label = document.createElement('label');
-      label.className = `calc-field${field.custom ? ' calc-custom' : ''}`;
-      label.append(document.createTextNode(`${field.label} `));
-      let input;
-      if (field.type === 'select') {
-        input = document.createElement('select');
-        for (const option of field.options) input.append(new Option(option, option));
-      } else {
-        input = Object.assign(document.createElement('input'), { type: field.type });
-        if (field.min != null) input.min = field.min;
-        if (field.max != null) input.max = field.max;
-        if (field.type === 'number') input.style.width = field.name === 'psi' ? '9em' : '5.5em';
-      }
-      input.name = field.name;
-      const start = initial[field.name] ?? field.value;
-      if (field.type === 'checkbox') input.checked = Boolean(start);
-      else if (start != null) input.value = String(start);
-      input.addEventListener('change', () => this.update());
-      // Keys typed into the form are for the form, not for the deck's navigation.
-      input.addEventListener('keydown', (event) => event.stopPropagation());
-      label.append(input);
-      this.form.append(label);
-      this.inputs[field.name] = input;
-    }
-    this.form.addEventListener('submit', (event) => { event.preventDefault(); this.update(); });
+    this.inputs = buildForm(this.form, FIELDS, initial, () => this.update(), {
+      labelClass: (field) => `calc-field${field.custom ? ' calc-custom' : ''}`,
+      width: (field) => (field.name === 'psi' ? '9em' : '5.5em'),
+    });
     this.svg = svgEl('svg', { viewBox: '0 0 960 320', class: 'calc-chart', role: 'img',
                               'aria-label': 'Bytes per GPU by role for ZeRO stages 0 to 3' });
     this.message = Object.assign(document.createElement('p'), { className: 'calc-message' });

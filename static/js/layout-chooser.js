@@ -9,6 +9,8 @@
  * export (no server) keeps the default ranking. No number is computed in the browser.
  */
 
+import { buildForm } from './form-fields.js';
+
 const FIELDS = [
   { name: 'model', label: 'Model', type: 'select',
     options: ['llama3-8b', 'llama3-70b', 'llama3-405b', 'gpt3-175b'] },
@@ -47,29 +49,7 @@ class Chooser {
     // Inline layout so the widget needs no stylesheet of its own (colours come from the deck's variables).
     Object.assign(this.form.style, { display: 'flex', flexWrap: 'wrap', gap: '0.3em 1.2em', fontSize: '0.56em',
                                      alignItems: 'center', margin: '0 0 0.3em' });
-    this.inputs = {};
-    for (const field of FIELDS) {
-      const label = document.createElement('label');
-      label.append(document.createTextNode(`${field.label} `));
-      let input;
-      if (field.type === 'select') {
-        input = document.createElement('select');
-        for (const option of field.options) input.append(new Option(option, option));
-      } else {
-        input = Object.assign(document.createElement('input'), { type: 'number', min: field.min });
-        if (field.step) input.step = field.step;
-        input.style.width = '5.5em';
-      }
-      input.style.font = 'inherit';
-      input.name = field.name;
-      if (initial[field.name] != null) input.value = String(initial[field.name]);
-      input.addEventListener('change', () => this.update());
-      input.addEventListener('keydown', (event) => event.stopPropagation()); // typing is not navigation
-      label.append(input);
-      this.form.append(label);
-      this.inputs[field.name] = input;
-    }
-    this.form.addEventListener('submit', (event) => { event.preventDefault(); this.update(); });
+    this.inputs = buildForm(this.form, FIELDS, initial, () => this.update(), { inheritFont: true });
     this.tbody = root.querySelector('tbody');
     this.message = root.querySelector('.chooser-message');
     if (!root.contains(this.form)) root.prepend(this.form);
