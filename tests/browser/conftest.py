@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.sites import OnePageSite, free_port, wait_until_up
+from tests.browser.sites import OnePageSite, free_port, server_log, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -64,10 +64,10 @@ def servers():
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
          "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT, env=env, stdout=(log := server_log()), stderr=subprocess.STDOUT, text=True,
     )
     try:
-        wait_until_up(f"{deck_url}/healthz", process)
+        wait_until_up(f"{deck_url}/healthz", process, log=log)
         yield Servers(deck_url, allowed, other)
     finally:
         process.terminate()

@@ -28,11 +28,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def wait_until_up(url: str, process: subprocess.Popen, timeout_s: float = 60) -> None:
+def server_log():
+    """Where a test server writes its log: a file, never a pipe nobody reads. A pipe fills after a few
+    hundred request lines (64 KB) and then blocks the server mid-suite."""
+    return tempfile.TemporaryFile(mode="w+")
+
+
+def wait_until_up(url: str, process: subprocess.Popen, timeout_s: float = 60, log=None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{process.stdout.read()}")
+            output = ""
+            if log is not None:
+                log.seek(0)
+                output = log.read()
+            raise RuntimeError(f"server exited with {process.returncode}:\n{output}")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
@@ -120,9 +130,9 @@ def _serve_static(root: Path) -> str:
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                 "--directory", str(root)],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=(log := server_log()), stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
-    wait_until_up(f"{url}/{SUBFOLDER}/index.html", process)
+    wait_until_up(f"{url}/{SUBFOLDER}/index.html", process, log=log)
 
     def stop() -> None:
         process.terminate()
