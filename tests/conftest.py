@@ -20,6 +20,15 @@ def pool():
     pool.close()
 
 
+@pytest.fixture
+def small_pool():
+    """A pool of its own, two ranks, for tests that kill ranks or stop the server."""
+    pool = RankPool(size=2, backend="gloo", job_timeout_s=30)
+    pool.start(background=False)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture(scope="session")
 def run_scenario(pool):
     """run_scenario("ddp", world_size=4, ...) -> a finished Run (frames, summary) that must have succeeded."""

@@ -16,19 +16,10 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
-from simulations.runtime import RankPool
 from tests.sse import read_events
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def small_pool():
-    pool = RankPool(size=2, backend="gloo", job_timeout_s=30)
-    pool.start(background=False)
-    yield pool
-    pool.close()
 
 
 def test_a_rank_killed_mid_run_ends_in_an_error_event_then_the_next_run_succeeds(small_pool):

@@ -138,14 +138,6 @@ def live_server(app):
         thread.join(10)
 
 
-@pytest.fixture
-def small_pool():
-    pool = RankPool(size=2, backend="gloo", job_timeout_s=30)
-    pool.start(background=False)
-    yield pool
-    pool.close()
-
-
 LONG = "world_size=2&steps=10&width=256&depth=8"  # hundreds of frames, seconds of work
 
 
