@@ -253,28 +253,69 @@ def wire_bytes(traffic: dict[str, float], ranks: int) -> float:
 # -- the step --------------------------------------------------------------------------------------
 
 def groups(cluster: Cluster, layout: Layout) -> dict[str, Group]:
-    """Megatron-LM's rank order, fastest first: TP, CP, DP, PP; EP within DP·CP."""
+    """Megatron-LM's rank order, fastest first: TP, CP, DP, PP for the dense layers. The MoE layers fold
+    the same ranks as TP, EP, expert-DP, PP (Megatron-core's expert rank order, "parallel folding": EP is
+    carved out of DP·CP), so an EP group's ranks are TP apart and an expert-data-parallel group's TP·EP apart.
+
+    "dpcp" reduces the dense gradients (Megatron-core's data-parallel group with context parallelism);
+    "edp" the experts' (its expert-data-parallel group): each expert has dp·cp/ep replicas, not dp·cp."""
     n = cluster.gpus_per_node
-    t, c, p = layout.tp, layout.cp, layout.pp
+    t, c, p, e = layout.tp, layout.cp, layout.pp, layout.ep
     dp = layout.dp(cluster.gpus)
     return {"tp": place(t, 1, n), "cp": place(c, t, n), "dp": place(dp, t * c, n),
-            "ep": place(layout.ep, t, n), "pp": place(p, t * c * dp, n)}
+            "ep": place(e, t, n), "pp": place(p, t * c * dp, n),
+            "dpcp": place(dp * c, t, n), "edp": place(dp * c // e, t * e, n)}
+
+
+def layer_param_split(model: Model, layout: Layout) -> tuple[float, float]:
+    """One layer's parameters on one GPU, (dense, expert): attention and norms split over TP; a mixture of
+    experts' FFNs also over EP. A dense model's FFN counts as dense."""
+    ffn = (3 if model.gated_mlp else 2) * model.hidden * model.ffn_hidden * max(1, model.experts)
+    attn = model.layer_params() - ffn
+    if not model.experts:
+        return (attn + ffn) / layout.tp, 0.0
+    return attn / layout.tp, ffn / layout.ep / layout.tp
 
 
 def layer_params_local(model: Model, layout: Layout) -> float:
     """One layer's parameters on one GPU: attention split over TP, experts also over EP."""
-    ffn = (3 if model.gated_mlp else 2) * model.hidden * model.ffn_hidden * max(1, model.experts)
-    attn = model.layer_params() - ffn
-    return (attn + ffn / (layout.ep if model.experts else 1)) / layout.tp
+    return sum(layer_param_split(model, layout))
 
 
-def stage_params(model: Model, layout: Layout, stage: int) -> float:
-    """Parameters one GPU of `stage` holds: its layers' share, plus an embedding on the first and the
-    output layer on the last stage, all split over TP (and the experts over EP)."""
+def stage_param_split(model: Model, layout: Layout, stage: int) -> tuple[float, float]:
+    """Parameters one GPU of `stage` holds, (dense, expert): its layers' share, plus an embedding on the
+    first and the output layer on the last stage (dense), all split over TP (and the experts over EP)."""
     p = layout.pp
     embeddings = (stage == 0) + (stage == p - 1)
     layers = math.ceil(model.layers / p)  # an uneven split: the busiest stage
-    return layers * layer_params_local(model, layout) + embeddings * model.vocab * model.hidden / layout.tp
+    dense, expert = layer_param_split(model, layout)
+    return layers * dense + embeddings * model.vocab * model.hidden / layout.tp, layers * expert
+
+
+def stage_params(model: Model, layout: Layout, stage: int) -> float:
+    return sum(stage_param_split(model, layout, stage))
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """Parameters replicated over one data-parallel group: their gradients are reduced over it and, under
+    ZeRO, their states sharded over it. `layer`: one layer's share, `stage`: the busiest stage's."""
+
+    layer: float
+    stage: float
+    ranks: int
+    group: Group
+
+
+def replica_groups(model: Model, layout: Layout, cluster: Cluster, g: dict[str, Group]) -> list[Replicas]:
+    """The dense parameters over the DP·CP ranks; a mixture of experts' expert parameters over the
+    expert-data-parallel ranks, dp·cp/ep of them (Megatron-core's expert_data_parallel group); groups of
+    one rank (nothing to reduce) left out."""
+    dpc = layout.dp(cluster.gpus) * layout.cp
+    (dense, expert), (dense_stage, expert_stage) = (layer_param_split(model, layout),
+                                                    stage_param_split(model, layout, 0))
+    found = [Replicas(dense, dense_stage, dpc, g["dpcp"]), Replicas(expert, expert_stage, dpc // layout.ep, g["edp"])]
+    return [r for r in found if r.stage > 0 and r.ranks > 1]
 
 
 def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
@@ -295,7 +336,10 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
         in_flight = min(p, m) * (1 + (p - 1) / (p * v) if v > 1 else 1)
     best = None
     for stage in {0, p - 1}:
-        states = formulas.model_state_bytes(stage_params(model, layout, stage), "bf16", layout.zero_stage, dp * c)
+        dense, expert = stage_param_split(model, layout, stage)  # experts sharded over their fewer replicas
+        states = formulas.model_state_bytes(dense, "bf16", layout.zero_stage, dp * c)
+        for role, nbytes in formulas.model_state_bytes(expert, "bf16", layout.zero_stage, dp * c // layout.ep).items():
+            states[role] += nbytes
         acts = per_layer * layers * in_flight if stage == 0 else per_layer * layers * min(in_flight, max(1, v))
         if recompute == "full":  # the layer being replayed holds its whole activations for a moment
             acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
@@ -303,7 +347,7 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
         if stage == p - 1:  # logits in bf16 and their fp32 softmax, this rank's vocabulary share
             acts += micro_batch * model.seq_len / c * model.vocab / t * (BF16 + 4)
         if layout.zero_stage == 3:  # the gathered layer and the one prefetched
-            states["parameters"] += 2 * BF16 * model.layer_params() / t
+            states["parameters"] += 2 * BF16 * layer_params_local(model, layout)
         roles = {**states, "activations": acts}
         roles["total"] = sum(roles.values())
         if best is None or roles["total"] > best["total"]:
@@ -368,12 +412,13 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     tokens = b * model.seq_len / c
     # ZeRO-3: gather each layer's weights before its forward and again before its backward, and
     # reduce-scatter its gradients after, one layer ahead of compute (prefetch)
+    # (dense weights over DP·CP, experts over their expert-data-parallel group, one after the other)
+    replicas = replica_groups(model, layout, cluster, g)
     zero3_f = zero3_b = z3_gather = z3_scatter = 0.0
-    if layout.zero_stage == 3 and dp * c > 1:
-        weights = BF16 * layer_params_local(model, layout)
-        z3_gather = collectives.all_gather(weights, place(dp * c, t, cluster.gpus_per_node), cluster)
-        z3_scatter = collectives.reduce_scatter(weights * layout.grad_reduce_bytes / BF16,
-                                                place(dp * c, t, cluster.gpus_per_node), cluster)
+    if layout.zero_stage == 3 and replicas:
+        z3_gather = sum(collectives.all_gather(BF16 * r.layer, r.group, cluster) for r in replicas)
+        z3_scatter = sum(collectives.reduce_scatter(layout.grad_reduce_bytes * r.layer, r.group, cluster)
+                         for r in replicas)
         zero3_f = max(0.0, z3_gather - lt.forward - lt.tp_forward)
         # the backward window: input gradients (and replay), then the weight gradients or TP's backward
         # collectives beside them, whichever is longer
@@ -437,8 +482,6 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         dur["B"] = [d + hop * (s > 0) for s, d in enumerate(dur["B"])]
     timed = pipeline_time(layout.schedule, p, m, v, dur, hop if layout.overlap_p2p_comm else 0.0, keep_spans, fast)
     # DP: gradients of the stage, at the end of the step
-    grads = stage_params(model, layout, 0)
-    dp_group = place(dp * c, t, cluster.gpus_per_node)
     last_backward = dur["B"][0] + (dur["W"][0] if layout.schedule == "zero_bubble" else 0.0)
     comm_total = {"tp": 2 * (lt.tp_forward + lt.tp_backward) * model.layers / p * m, "dp": 0.0, "pp": 2 * hop * m * v,
                   "zero3": 0.0, "cp": 0.0, "ep": lt.ep_exposed * model.layers / p * m}
@@ -448,16 +491,17 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                + ends,
                "cp": lt.cp_exposed * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
                "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
-    traffic = data_parallel_traffic(grads, layout.zero_stage, dp * c, m, layout.grad_reduce_bytes, BF16)
+    traffics = [data_parallel_traffic(r.stage, layout.zero_stage, r.ranks, m, layout.grad_reduce_bytes, BF16)
+                for r in replicas]
     reduce = gather = 0.0  # the data-parallel reduction of stages 0-2 and their parameter all-gather
-    if dp * c > 1 and layout.zero_stage < 3:
-        if layout.zero_stage == 0:
-            reduce = collectives.all_reduce(traffic["all_reduce"], dp_group, cluster)
-            gather = 0.0
-        else:
-            per_reduce = traffic["reduce_scatter"] / (m if layout.zero_stage == 2 else 1)
-            reduce = collectives.reduce_scatter(per_reduce, dp_group, cluster)
-            gather = collectives.all_gather(traffic["all_gather"] * dp * c, dp_group, cluster)
+    if replicas and layout.zero_stage < 3:
+        for r, traffic in zip(replicas, traffics):  # dense, then experts (Megatron-core's DDP: separate buffers)
+            if layout.zero_stage == 0:
+                reduce += collectives.all_reduce(traffic["all_reduce"], r.group, cluster)
+            else:
+                per_reduce = traffic["reduce_scatter"] / (m if layout.zero_stage == 2 else 1)
+                reduce += collectives.reduce_scatter(per_reduce, r.group, cluster)
+                gather += collectives.all_gather(traffic["all_gather"] * r.ranks, r.group, cluster)
         if layout.zero_stage == 2 and m > 1:  # a reduce-scatter after every micro-batch's backward, overlapped
             per_mb = max(0.0, reduce - last_backward)
             reduce_exposed = per_mb * (m - 1) + (reduce / layers_per_chunk if layout.overlap_grad_reduce else reduce)
@@ -467,9 +511,10 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             reduce_exposed = reduce
         exposed["dp"] = reduce_exposed + (0.0 if layout.overlap_param_gather else gather)
         comm_total["dp"] = reduce + gather
-    elif layout.zero_stage == 3 and dp * c > 1:
+    elif layout.zero_stage == 3 and replicas:
         comm_total["zero3"] = (2 * z3_gather + z3_scatter) * model.layers / p * m
-    optimizer_params = grads / (dp * c if layout.zero_stage >= 1 else 1)
+    dense, expert = stage_param_split(model, layout, 0)  # the optimizer steps the shard it owns
+    optimizer_params = dense / (dp * c) + expert / (dp * c // layout.ep) if layout.zero_stage >= 1 else dense + expert
     optimizer = memory_time(optimizer_params * ADAM_BYTES_PER_PARAM, cluster)
     step = timed.makespan + exposed["dp"] + optimizer
     exposed["pp"] = max(0.0, timed.makespan - (sum(dur["F"]) + sum(dur["B"]) + sum(dur["W"]) * (
@@ -482,7 +527,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m
     per_op = (2 * formulas.all_gather_bytes(activation_bytes, t) if layout.sequence_parallel
               else formulas.ring_all_reduce_bytes(activation_bytes, t))
-    wire = {"dp": wire_bytes(traffic, dp * c), "tp": tp_ops * per_op if t > 1 else 0.0,
+    wire = {"dp": sum(wire_bytes(traffic, r.ranks) for r, traffic in zip(replicas, traffics)), "tp": tp_ops * per_op if t > 1 else 0.0,
             "pp": 2 * m * v * act if p > 1 else 0.0}
     spans = []
     if keep_spans and p == 1:  # no stages: the step layer by layer, each communication on its stream

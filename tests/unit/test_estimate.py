@@ -325,3 +325,52 @@ def test_ring_attention_merges_each_steps_partial_results_by_hand():
     forward, backward = ring_merge_bytes(MODELS["llama3-70b"], 4096, 4, 2)
     assert forward == 2 * 6 * 4096 * 8192 / 4
     assert backward == 2 * 6 * 4096 * (8192 + 2 * 8 * 128) / 4
+
+
+def _moe_shares(model, layers_on_gpu: int, ep: int) -> tuple[float, float]:
+    """By hand from the shape: (dense, expert) parameters on one GPU with TP 1 and no pipeline stages."""
+    h, kv = model.hidden, model.kv_heads * model.head_dim
+    attention = h * (h + 2 * kv) + h * h + 4 * h  # Q, K, V, O and the norms
+    dense = layers_on_gpu * attention + 2 * model.vocab * h  # and the input and output embeddings
+    expert = layers_on_gpu * model.experts * 3 * h * model.ffn_hidden / ep  # SwiGLU experts, 1/ep of them here
+    return dense, expert
+
+
+@pytest.mark.parametrize("zero_stage", [0, 1])
+def test_moe_expert_gradients_reduce_over_the_expert_data_parallel_group(zero_stage):
+    """Llama 3 8B's shape with 8 experts on 64 GPUs, TP 1, EP 8: the dense weights have 64 replicas, each
+    expert only 64/8 = 8 (Megatron-core's expert-data-parallel group, ranks TP·EP = 8 apart: one per node).
+    Ring volumes by hand: dense 2·63/64·2Ψ_d, experts 2·7/8·2Ψ_e (an all-reduce, or a reduce-scatter of the
+    gradients and an all-gather of the parameters: the same bytes)."""
+    spec, c, layout = build("llama3-8b", gpus=64, tp=1, ep=8, zero_stage=zero_stage, micro_batch=1,
+                            global_batch=64, experts=8, top_k=2)
+    e = estimate(spec, c, layout)
+    dense, expert = _moe_shares(spec, 32, 8)
+    assert e.comm_bytes_per_gpu["dp"] == pytest.approx(2 * 63 / 64 * 2 * dense + 2 * 7 / 8 * 2 * expert, rel=1e-12)
+    dense_group, expert_group = place(64, 1, 8), place(8, 8, 8)
+    assert (dense_group.per_node, expert_group.per_node, expert_group.nodes) == (8, 1, 8)
+    if zero_stage == 0:
+        by_hand = all_reduce(2 * dense, dense_group, c) + all_reduce(2 * expert, expert_group, c)
+    else:
+        by_hand = sum(f(2 * psi, group, c) for f in (all_gather, all_gather)  # reduce-scatter costs an all-gather
+                      for psi, group in ((dense, dense_group), (expert, expert_group)))
+    assert e.comm_total_s["dp"] == pytest.approx(by_hand, rel=1e-12)
+    mem = e.memory_per_gpu_bytes
+    assert mem["parameters"] == pytest.approx(2 * (dense + expert))
+    assert mem["optimizer"] == pytest.approx(12 * (dense / 64 + expert / 8) if zero_stage else 12 * (dense + expert))
+
+
+def test_moe_zero3_shards_experts_over_their_replicas_only():
+    spec, c, layout = build("llama3-8b", gpus=64, tp=1, ep=8, zero_stage=3, micro_batch=1, global_batch=64,
+                            experts=8, top_k=2)
+    e = estimate(spec, c, layout)
+    dense, expert = _moe_shares(spec, 32, 8)
+    layer_dense, layer_expert = _moe_shares(spec, 1, 8)
+    layer_dense -= 2 * spec.vocab * spec.hidden
+    mem = e.memory_per_gpu_bytes
+    # the shards, and the gathered layer with the one prefetched (the GPU's own experts only)
+    assert mem["parameters"] == pytest.approx(2 * (dense / 64 + expert / 8) + 2 * 2 * (layer_dense + layer_expert))
+    assert mem["gradients"] == pytest.approx(2 * (dense / 64 + expert / 8))
+    assert e.comm_bytes_per_gpu["dp"] == pytest.approx(3 * 63 / 64 * 2 * dense + 3 * 7 / 8 * 2 * expert, rel=1e-12)
+    gather = all_gather(2 * layer_dense, place(64, 1, 8), c) + all_gather(2 * layer_expert, place(8, 8, 8), c)
+    assert e.comm_total_s["zero3"] == pytest.approx(3 * gather * 32 * e.micro_batches, rel=1e-12)
