@@ -32,7 +32,7 @@ from simulations import formulas
 from simulations.estimate import collectives, schedule, timeline
 from simulations.estimate.collectives import Group, place
 from simulations.estimate.hardware import FLASH_ATTENTION_EFFICIENCY, HBM_EFFICIENCY, Cluster
-from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, validate
+from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, kv_heads_per_tp_rank, validate
 from simulations.estimate.models import Model
 from simulations.scenarios.pipeline_schedules import Action, bubble_formula
 
@@ -134,10 +134,14 @@ class LayerTime:
     recompute: float  # replayed in backward
     tp_forward: float  # TP collectives in forward (exposed)
     tp_backward: float  # TP collectives in backward (overlap the weight gradients)
-    cp_exposed: float
     ep_exposed: float
     attention_core: float  # forward time of attention itself (the part selective recomputation replays)
-    cp_ring: float = 0.0  # CP: the c − 1 hops of K and V in forward (twice that in backward), mostly hidden
+    # CP's communication in forward and backward, and what of it compute waits for: the ring's hops run beside
+    # attention (exposed: what outlasts it); Ulysses' all-to-alls and the K/V all-gather sit on the critical path
+    cp_forward: float = 0.0
+    cp_backward: float = 0.0
+    cp_forward_exposed: float = 0.0
+    cp_backward_exposed: float = 0.0
 
 
 def ring_merge_bytes(model: Model, tokens: float, t: int, c: int) -> tuple[float, float]:
@@ -148,6 +152,35 @@ def ring_merge_bytes(model: Model, tokens: float, t: int, c: int) -> tuple[float
     The slowest rank runs all c steps in full."""
     kv = 2 * model.kv_heads * model.head_dim
     return c * 6 * tokens * model.hidden / t, c * 6 * tokens * (model.hidden + kv) / t
+
+
+def context_parallel_traffic(cp_comm: str, tokens: float, q_heads: float, kv_heads: float, head_dim: int,
+                             ranks: int, element: int = BF16) -> dict[str, dict[str, float]]:
+    """What one rank hands each context-parallel collective for one layer and micro-batch, forward and
+    backward, as the live runs trace it (an all-to-all's or reduce-scatter's whole input, an all-gather's
+    shard, a ring's sends): `tokens` its sequence share, `q_heads` and `kv_heads` its TP share of the heads.
+
+    - all_to_all (DeepSpeed-Ulysses): forward, Q, K, V to head shards (one all-to-all) and O back; backward,
+      dO to the head shards and dQ, dK, dV back. K/V heads fewer than ranks are repeated up to `ranks`
+      (layout.check_ulysses_heads), so each rank receives one;
+    - all_gather (Llama 3): forward, this rank's K and V into the whole sequence's; backward, the whole
+      sequence's partial dK, dV reduce-scattered home. The gathered K, V stay for backward;
+    - ring: K and V sent on c − 1 hops forward, again in backward with the dK, dV accumulators' c hops
+      (formulas.context_parallel_bytes).
+    """
+    q = tokens * q_heads * head_dim * element
+    if cp_comm == "all_to_all":
+        kv = 2 * tokens * max(kv_heads, ranks) * head_dim * element
+        return {"forward": {"all_to_all": q + kv + q}, "backward": {"all_to_all": q + q + kv}}
+    kv = 2 * tokens * kv_heads * head_dim * element
+    if cp_comm == "all_gather":
+        return {"forward": {"all_gather": kv}, "backward": {"reduce_scatter": ranks * kv}}
+    return {"forward": {"send": (ranks - 1) * kv}, "backward": {"send": (ranks - 1) * kv + ranks * kv}}
+
+
+def sent_bytes(traffic: dict[str, float], ranks: int) -> float:
+    """Bytes one rank sends for the collectives it handed `traffic` (formulas' ring and all-to-all counts)."""
+    return sum(size if op == "send" else formulas.collective_sent_bytes(op, size, ranks) for op, size in traffic.items())
 
 
 def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
@@ -188,7 +221,7 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     elementwise = memory_time(BF16 / 2 * (tokens * per_row / sp + tokens * per_row_tp), cluster)
     forward = forward_mm + attn_fwd + elementwise
     backward_input = backward_in + attn_bwd + 1.5 * elementwise
-    if c > 1:
+    if c > 1 and layout.cp_comm == "ring":
         merge_f, merge_b = ring_merge_bytes(model, tokens, t, c)
         forward += memory_time(merge_f, cluster)
         backward_input += memory_time(merge_b, cluster)
@@ -209,16 +242,27 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         tp_forward, tp_backward = 2 * one, 2 * one
     else:
         tp_forward = tp_backward = 0.0
-    cp_exposed = hops = 0.0
-    if c > 1:  # ring attention: c − 1 hops of this rank's K and V, hidden behind the attention compute
-        kv = 2 * tokens * model.kv_heads / max(1, min(t, model.kv_heads)) * model.head_dim * BF16
-        hops = (c - 1) * collectives.send(kv, cp_group.crosses_nodes, cluster)
-        cp_exposed = max(0.0, hops - attn_fwd) + max(0.0, 2 * hops - attn_bwd)
+    cp_f = cp_b = cp_f_exposed = cp_b_exposed = 0.0
+    if c > 1:
+        traffic = context_parallel_traffic(layout.cp_comm, tokens, model.heads / t, kv_heads_per_tp_rank(model, t),
+                                           model.head_dim, c)
+        if layout.cp_comm == "ring":  # c − 1 hops of this rank's K and V, hidden behind the attention compute
+            cp_f = (c - 1) * collectives.send(traffic["forward"]["send"] / (c - 1), cp_group.crosses_nodes, cluster)
+            cp_b = 2 * cp_f
+            cp_f_exposed, cp_b_exposed = max(0.0, cp_f - attn_fwd), max(0.0, cp_b - attn_bwd)
+        elif layout.cp_comm == "all_to_all":  # QKV out and O back; dO out and dQKV back: all on the critical path
+            out = tokens * model.heads / t * model.head_dim * BF16  # O (forward) or dO (backward)
+            qkv = traffic["forward"]["all_to_all"] - out
+            cp_f = cp_b = cp_f_exposed = cp_b_exposed = (collectives.all_to_all(qkv, cp_group, cluster)
+                                                         + collectives.all_to_all(out, cp_group, cluster))
+        else:  # all-gather K, V before attention; reduce-scatter dK, dV after its backward (Llama 3: exposed)
+            cp_f = cp_f_exposed = collectives.all_gather(traffic["forward"]["all_gather"] * c, cp_group, cluster)
+            cp_b = cp_b_exposed = collectives.reduce_scatter(traffic["backward"]["reduce_scatter"], cp_group, cluster)
     ep_exposed = 0.0
     if model.experts and layout.ep > 1:  # dispatch and combine, forward and backward
         ep_exposed = 4 * collectives.all_to_all(activation * model.top_k, ep_group, cluster)
-    return LayerTime(forward, backward_input, backward_w, recompute, tp_forward, tp_backward, cp_exposed,
-                     ep_exposed, attn_fwd, hops)
+    return LayerTime(forward, backward_input, backward_w, recompute, tp_forward, tp_backward, ep_exposed, attn_fwd,
+                     cp_f, cp_b, cp_f_exposed, cp_b_exposed)
 
 
 # -- data-parallel traffic ------------------------------------------------------------------------
@@ -329,6 +373,8 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
                                                     recompute, layout.sequence_parallel)
     if model.gated_mlp:  # Korthikanti's 34 counts a 4h GeLU MLP; SwiGLU keeps two f-wide inputs and an output
         per_layer *= (34 + 6 * (model.ffn_hidden / model.hidden - 4)) / 34 if recompute != "full" else 1
+    if c > 1 and layout.cp_comm == "all_gather" and recompute != "full":  # the other ranks' K, V kept for backward
+        per_layer += (c - 1) * 2 * micro_batch * model.seq_len / c * kv_heads_per_tp_rank(model, t) * model.head_dim * BF16
     layers = math.ceil(model.layers / p)
     if layout.schedule == "gpipe":
         in_flight = m
@@ -427,11 +473,12 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             0.0 if layout.overlap_tp_comm else lt.tp_backward)
         zero3_b = max(0.0, z3_gather + z3_scatter - window)
     layers_per_chunk = math.ceil(model.layers / (p * v))  # uneven splits: the busiest stage sets the pace
-    f_layer = lt.forward + lt.tp_forward + lt.cp_exposed / 3 + lt.ep_exposed / 2 + zero3_f
+    f_layer = lt.forward + lt.tp_forward + lt.cp_forward_exposed + lt.ep_exposed / 2 + zero3_f
     tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight) if layout.overlap_tp_comm else lt.tp_backward
-    bi_layer = lt.backward_input + lt.recompute + tp_bwd_exposed + 2 * lt.cp_exposed / 3 + lt.ep_exposed / 2
+    bi_layer = lt.backward_input + lt.recompute + tp_bwd_exposed + lt.cp_backward_exposed + lt.ep_exposed / 2
+    replays = 2 if layout.recompute == "full" else 1  # forwards per micro-batch: the replayed one communicates again
     if layout.recompute == "full":
-        bi_layer += lt.tp_forward  # the replayed forward communicates again
+        bi_layer += lt.tp_forward + lt.cp_forward_exposed
     bw_compute = lt.backward_weight
     # the first and last stages also run the embedding and the output layer with its loss
     logits_f = matmul_time(tokens, model.vocab / t, model.hidden, cluster) + memory_time(
@@ -484,12 +531,13 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     # DP: gradients of the stage, at the end of the step
     last_backward = dur["B"][0] + (dur["W"][0] if layout.schedule == "zero_bubble" else 0.0)
     comm_total = {"tp": 2 * (lt.tp_forward + lt.tp_backward) * model.layers / p * m, "dp": 0.0, "pp": 2 * hop * m * v,
-                  "zero3": 0.0, "cp": 0.0, "ep": lt.ep_exposed * model.layers / p * m}
+                  "zero3": 0.0, "cp": (replays * lt.cp_forward + lt.cp_backward) * model.layers / p * m,
+                  "ep": lt.ep_exposed * model.layers / p * m}
     ends = (embed_f + embed_b + head_f + head_b) * m  # on the first and last stages, which set the pace
     comm_total["tp"] += ends
     exposed = {"tp": (lt.tp_forward * (2 if layout.recompute == "full" else 1) + tp_bwd_exposed) * model.layers / p * m
                + ends,
-               "cp": lt.cp_exposed * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
+               "cp": (replays * lt.cp_forward_exposed + lt.cp_backward_exposed) * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
                "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
     traffics = [data_parallel_traffic(r.stage, layout.zero_stage, r.ranks, m, layout.grad_reduce_bytes, BF16)
                 for r in replicas]
@@ -527,20 +575,27 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m
     per_op = (2 * formulas.all_gather_bytes(activation_bytes, t) if layout.sequence_parallel
               else formulas.ring_all_reduce_bytes(activation_bytes, t))
-    wire = {"dp": sum(wire_bytes(traffic, r.ranks) for r, traffic in zip(replicas, traffics)), "tp": tp_ops * per_op if t > 1 else 0.0,
-            "pp": 2 * m * v * act if p > 1 else 0.0}
+    wire = {"dp": sum(wire_bytes(traffic, r.ranks) for r, traffic in zip(replicas, traffics)),
+            "tp": tp_ops * per_op if t > 1 else 0.0, "pp": 2 * m * v * act if p > 1 else 0.0}
+    if c > 1:
+        cp = context_parallel_traffic(layout.cp_comm, tokens, model.heads / t, kv_heads_per_tp_rank(model, t),
+                                      model.head_dim, c)
+        wire["cp"] = (replays * sent_bytes(cp["forward"], c) + sent_bytes(cp["backward"], c)) * model.layers / p * m
+    ring = layout.cp_comm == "ring"  # the ring's hops run beside attention; the others make compute wait
+    cp_waits_backward = 0.0 if ring else lt.cp_backward_exposed + (replays - 1) * lt.cp_forward_exposed
     spans = []
     if keep_spans and p == 1:  # no stages: the step layer by layer, each communication on its stream
         spans = timeline.layer_spans(timeline.LayerCosts(
             layers=model.layers, micro_batches=m,
-            forward=lt.forward + lt.cp_exposed / 3 + lt.ep_exposed / 2,
+            forward=lt.forward + (lt.cp_forward_exposed if ring else 0.0) + lt.ep_exposed / 2,
             backward=bi_layer - tp_bwd_exposed - (lt.tp_forward if layout.recompute == "full" else 0.0)
-            + (0.0 if layout.overlap_tp_comm else lt.tp_backward),
+            + (0.0 if layout.overlap_tp_comm else lt.tp_backward) - cp_waits_backward,
             weight=bw_compute, tp_forward=lt.tp_forward * (2 if layout.recompute == "full" else 1),
             tp_backward=lt.tp_backward if layout.overlap_tp_comm else 0.0,
             embed_forward=embed_f, head_forward=logits_f + head_f,
             head_backward=logits_b + head_b, embed_backward=embedding_b + embed_b,
-            cp_forward=lt.cp_ring, cp_backward=2 * lt.cp_ring,
+            cp_forward=lt.cp_forward if ring else 0.0, cp_backward=lt.cp_backward if ring else 0.0,
+            cp_waits_forward=0.0 if ring else lt.cp_forward_exposed, cp_waits_backward=cp_waits_backward,
             gather=z3_gather, scatter=z3_scatter, bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
             reduce_every_micro_batch=layout.zero_stage == 2,
             overlap_reduce=layout.overlap_grad_reduce, optimizer=optimizer))

@@ -13,6 +13,11 @@ from simulations.estimate.hardware import Cluster
 from simulations.estimate.models import Model
 
 Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
+# How context parallelism exchanges attention's inputs (cost.py): K and V around a ring (Liu et al. 2023);
+# all-to-alls to head shards and back (DeepSpeed-Ulysses, Jacobs et al., arXiv:2309.14509); or an all-gather
+# of K and V and a reduce-scatter of their gradients (Llama 3, Dubey et al., arXiv:2407.21783 sec. 3.3.2).
+CPComm = Literal["ring", "all_to_all", "all_gather"]
+CP_COMMS = ("ring", "all_to_all", "all_gather")
 Recompute = Literal["none", "selective", "full"]
 SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "zero_bubble")
 
@@ -33,6 +38,7 @@ class Layout:
     cp: int = 1
     ep: int = 1
     zero_stage: int = 1
+    cp_comm: CPComm = "ring"
     schedule: Schedule = "1f1b"
     virtual_stages: int | None = 1  # None: auto
     micro_batch: int | None = 1  # sequences per micro-batch; None: auto
@@ -76,6 +82,10 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         raise LayoutError("pp", f"must be at most the layers ({model.layers}), got {p}")
     if model.seq_len % (2 * c) and c > 1:
         raise LayoutError("cp", f"2·cp must divide the sequence length ({model.seq_len}), got cp = {c}")
+    if layout.cp_comm not in CP_COMMS:
+        raise LayoutError("cp_comm", f"must be one of {', '.join(CP_COMMS)}, got {layout.cp_comm!r}")
+    if layout.cp_comm == "all_to_all" and c > 1:
+        check_ulysses_heads(model, t, c)
     dp = layout.dp(cluster.gpus)
     if e > 1 and not model.experts:
         raise LayoutError("ep", "expert parallelism needs a mixture-of-experts model (experts > 0)")
@@ -104,6 +114,23 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         if p * v > model.layers:
             raise LayoutError("virtual_stages", f"pp·virtual_stages must be at most the layers ({model.layers}), "
                                                 f"got {p}·{v}")
+
+
+def kv_heads_per_tp_rank(model: Model, tp: int) -> int:
+    """Key/value heads on one TP rank: split while there are enough, else each rank keeps (a copy of) one."""
+    return model.kv_heads // min(tp, model.kv_heads)
+
+
+def check_ulysses_heads(model: Model, tp: int, cp: int) -> None:
+    """DeepSpeed-Ulysses gives each CP rank whole heads: cp must divide the query heads of a TP rank. With
+    grouped-query attention a TP rank may hold fewer K/V heads than cp ranks: then they are repeated up to cp
+    (one per rank, as verl's Ulysses does for GQA) so cp must be a multiple of them; otherwise cp divides them."""
+    q, kv = model.heads // tp, kv_heads_per_tp_rank(model, tp)
+    if q % cp:
+        raise LayoutError("cp", f"all_to_all needs cp to divide the attention heads per TP rank ({q}), got {cp}")
+    if (kv >= cp and kv % cp) or (kv < cp and cp % kv):
+        raise LayoutError("cp", f"all_to_all needs cp to divide the key/value heads per TP rank ({kv}) or be a "
+                                f"multiple of them (repeated K/V heads), got {cp}")
 
 
 def check_micro_batches(layout: Layout, m: int) -> None:

@@ -10,7 +10,9 @@ dependencies `cost` charges:
   (Rajbhandari et al. 2020; PyTorch FSDP, Zhao et al. 2023);
 - DDP and ZeRO-1/2: gradients reduced bucket by bucket (a layer each) as backward produces them, during
   the last micro-batch (ZeRO-2: every micro-batch); the last bucket waits for the last layer;
-- CP (ring attention): K and V pass around the ring while attention computes (Liu et al. 2023);
+- CP: with ring attention K and V pass around the ring while attention computes (Liu et al. 2023); Ulysses'
+  all-to-alls (Jacobs et al. 2023) and Llama 3's all-gather of K and V (and reduce-scatter of their
+  gradients) sit between the layer's matmuls, so compute waits for them, as for TP's forward;
 - the optimizer step after the last gradient is reduced.
 
 Span times are seconds from the start of the step; `layer` −1 is the embedding, `layers` the output layer
@@ -33,6 +35,8 @@ class LayerCosts:
     tp_backward: float  # beside the weight gradients
     cp_forward: float  # CP's ring of K and V beside the layer's compute (what it cannot hide is in forward)
     cp_backward: float
+    cp_waits_forward: float  # CP communication compute waits for (all-to-all, all-gather), after the forward
+    cp_waits_backward: float  # and after the input gradients, before the weight gradients
     embed_forward: float  # TP's sum of the vocab-parallel embedding's partial outputs (exposed)
     head_forward: float  # output layer and loss (and TP's collectives there)
     head_backward: float
@@ -77,6 +81,8 @@ def layer_spans(c: LayerCosts) -> list[dict]:
             if c.cp_forward:
                 comm("cp", mb, layer, start, c.cp_forward)
             clock = compute("F", mb, layer, start, c.forward)
+            if c.cp_waits_forward:
+                clock = comm("cp", mb, layer, clock, c.cp_waits_forward)
             if c.tp_forward:
                 clock = comm("tp", mb, layer, clock, c.tp_forward)
         clock = compute("F", mb, c.layers, clock, c.head_forward)
@@ -91,6 +97,8 @@ def layer_spans(c: LayerCosts) -> list[dict]:
             if c.cp_backward:
                 comm("cp", mb, layer, start, c.cp_backward)
             inputs_done = compute("B", mb, layer, start, c.backward)
+            if c.cp_waits_backward:
+                inputs_done = comm("cp", mb, layer, inputs_done, c.cp_waits_backward)
             weights_done = compute("W", mb, layer, inputs_done, c.weight)
             tp_done = comm("tp", mb, layer, inputs_done, c.tp_backward) if c.tp_backward else inputs_done
             clock = max(weights_done, tp_done)

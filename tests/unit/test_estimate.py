@@ -374,3 +374,90 @@ def test_moe_zero3_shards_experts_over_their_replicas_only():
     assert e.comm_bytes_per_gpu["dp"] == pytest.approx(3 * 63 / 64 * 2 * dense + 3 * 7 / 8 * 2 * expert, rel=1e-12)
     gather = all_gather(2 * layer_dense, place(64, 1, 8), c) + all_gather(2 * layer_expert, place(8, 8, 8), c)
     assert e.comm_total_s["zero3"] == pytest.approx(3 * gather * 32 * e.micro_batches, rel=1e-12)
+
+
+def _cp_layout(cp_comm: str, **kwargs) -> Layout:
+    return Layout(**{"tp": 8, "cp": 4, "cp_comm": cp_comm, "zero_stage": 1, "micro_batch": 1, "global_batch": 1,
+                     **kwargs})
+
+
+def test_ulysses_all_to_alls_by_hand_and_on_the_critical_path():
+    """Llama 3 70B, TP 8, CP 4 (each CP rank a node): a TP rank holds 8 query heads and 1 K/V head, repeated to
+    4 so that each CP rank gets one. Per layer, forward: Q, K, V (8 + 4 + 4 heads of 2,048 tokens) in one
+    all-to-all and O (8 heads) in another; backward the same two, mirrored. Compute waits for all of them."""
+    from simulations.estimate import MODELS
+    from simulations.estimate.collectives import all_to_all
+    model, c = MODELS["llama3-70b"], cluster("h100-80gb", 32)
+    e = estimate(model, c, _cp_layout("all_to_all"), keep_spans=True)
+    tokens, head = 8192 // 4, 128 * 2
+    group = place(4, 8, 8)
+    assert (group.per_node, group.crosses_nodes) == (1, True)
+    per_direction = all_to_all(tokens * (8 + 4 + 4) * head, group, c) + all_to_all(tokens * 8 * head, group, c)
+    assert e.comm_total_s["cp"] == pytest.approx(2 * per_direction * 80, rel=1e-12)
+    assert e.exposed_by_kind["cp"] == pytest.approx(e.comm_total_s["cp"], rel=1e-12)
+    # bytes: (N−1)/N of each all-to-all's input, 8 + 4 + 4 + 8 = 24 heads' worth a layer each way
+    assert e.comm_bytes_per_gpu["cp"] == pytest.approx(2 * 3 / 4 * tokens * 24 * head * 80, rel=1e-12)
+    forward = {s["layer"]: s for s in e.spans if s["kind"] == "F" and 0 <= s["layer"] < 80}
+    cp = [s for s in e.spans if s["kind"] == "cp"]
+    assert len(cp) == 2 * 80
+    for s in cp[:80]:  # the forward's: the next layer starts only when its all-to-alls are done
+        assert s["start"] == pytest.approx(forward[s["layer"]]["end"])
+        if s["layer"] + 1 < 80:
+            assert forward[s["layer"] + 1]["start"] >= s["end"] - 1e-12
+    ring = estimate(model, c, _cp_layout("ring"), keep_spans=True)
+    ring_forward = {s["layer"]: s for s in ring.spans if s["kind"] == "F" and 0 <= s["layer"] < 80}
+    for s in [s for s in ring.spans if s["kind"] == "cp"][:80]:  # the ring's hops run beside attention
+        assert s["start"] == pytest.approx(ring_forward[s["layer"]]["start"])
+
+
+def test_all_gather_kv_by_hand_exposed_and_its_gathered_kv_kept():
+    from simulations.estimate import MODELS
+    model, c = MODELS["llama3-70b"], cluster("h100-80gb", 32)
+    e = estimate(model, c, _cp_layout("all_gather"))
+    ring = estimate(model, c, _cp_layout("ring"))
+    tokens, kv = 8192 // 4, 2 * 1 * 128 * 2  # K and V of the TP rank's one K/V head, bf16
+    group = place(4, 8, 8)
+    per_layer = all_gather(4 * tokens * kv, group, c) + all_gather(4 * tokens * kv, group, c)  # + reduce-scatter
+    assert e.comm_total_s["cp"] == pytest.approx(per_layer * 80, rel=1e-12)
+    assert e.exposed_by_kind["cp"] == pytest.approx(e.comm_total_s["cp"], rel=1e-12)
+    assert e.comm_bytes_per_gpu["cp"] == pytest.approx(2 * 3 * tokens * kv * 80, rel=1e-12)  # (N−1)·shard twice
+    # the other three ranks' K and V of every layer stay in memory for the backward
+    assert e.memory_per_gpu_bytes["activations"] - ring.memory_per_gpu_bytes["activations"] == pytest.approx(
+        3 * tokens * kv * 80)
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    (dict(model="llama3-70b", tp=8, cp=16, gpus=128), "divide the attention heads per TP rank (8)"),
+    (dict(model="custom", layers=2, hidden=1536, heads=24, kv_heads=6, vocab=1000, seq_len=4096, tp=1, cp=4,
+          gpus=4), "key/value heads per TP rank (6)"),
+])
+def test_ulysses_needs_cp_to_divide_the_heads(kwargs, words):
+    spec = build(**kwargs, check_layout=False)[0]
+    with pytest.raises(LayoutError) as info:
+        estimate(spec, cluster("h100-80gb", kwargs["gpus"]), _cp_layout("all_to_all", tp=kwargs["tp"], cp=kwargs["cp"]))
+    assert info.value.field == "cp" and words in info.value.message
+    estimate(spec, cluster("h100-80gb", kwargs["gpus"]), _cp_layout("all_gather", tp=kwargs["tp"], cp=kwargs["cp"]))
+
+
+@pytest.mark.parametrize("method,cp_comm", [("all_to_all", "all_to_all"), ("all_gather_kv", "all_gather")])
+def test_context_parallel_bytes_agree_with_a_live_ulysses_run(run_scenario, method, cp_comm):
+    """The live `ulysses` scenario traces the buffers each rank hands its collectives (fp32, 4 bytes an element):
+    the estimator's traffic for the same shape is the same, byte for byte; and a whole estimate of a one-layer
+    model of that shape sends the live run's bytes per rank, halved for bf16 (2 bytes an element)."""
+    from simulations.estimate import Model
+    from simulations.estimate.cost import context_parallel_traffic
+    n, heads, seq, head_dim = 4, 4, 16, 4
+    run = run_scenario("ulysses", world_size=n, method=method, seq_len=seq, heads=heads, head_dim=head_dim)
+    figures = run.summary.figures
+    traffic = context_parallel_traffic(cp_comm, seq // n, heads, heads, head_dim, n, element=4)
+    handed = {}
+    for direction in ("forward", "backward"):
+        for op, size in traffic[direction].items():
+            handed[op] = handed.get(op, 0) + size
+    assert figures["collective_buffers_per_rank"] == {op: [size] * n for op, size in handed.items()}
+    model = Model("live", layers=1, hidden=heads * head_dim, heads=heads, kv_heads=heads, ffn_hidden=64, vocab=32,
+                  seq_len=seq)
+    e = estimate(model, cluster("h100-80gb", n), Layout(tp=1, cp=n, cp_comm=cp_comm, zero_stage=0, micro_batch=1,
+                                                      global_batch=1))
+    for sent in figures["total_bytes_per_rank"]:
+        assert e.comm_bytes_per_gpu["cp"] == pytest.approx(sent * 2 / 4, rel=1e-12)
