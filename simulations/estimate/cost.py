@@ -343,23 +343,41 @@ def stage_params(model: Model, layout: Layout, stage: int) -> float:
 @dataclass(frozen=True)
 class Replicas:
     """Parameters replicated over one data-parallel group: their gradients are reduced over it and, under
-    ZeRO, their states sharded over it. `layer`: one layer's share, `stage`: the busiest stage's."""
+    ZeRO, their states sharded over it. `layer`: one layer's share, `stage`: the busiest stage's.
+    Hybrid sharding (HSDP) shards them over `ranks` only, a `group` of consecutive ranks, and all-reduces
+    each gradient shard across the `across` such groups (`across_group`: the ranks holding the same shard)."""
 
     layer: float
     stage: float
     ranks: int
     group: Group
+    across: int = 1
+    across_group: Group = Group(1, 1)
 
 
 def replica_groups(model: Model, layout: Layout, cluster: Cluster, g: dict[str, Group]) -> list[Replicas]:
-    """The dense parameters over the DP·CP ranks; a mixture of experts' expert parameters over the
-    expert-data-parallel ranks, dp·cp/ep of them (Megatron-core's expert_data_parallel group); groups of
-    one rank (nothing to reduce) left out."""
+    """The dense parameters over the DP·CP ranks (or, hybrid sharded, over `zero_shards` of them, replicated
+    across the rest); a mixture of experts' expert parameters over the expert-data-parallel ranks, dp·cp/ep of
+    them (Megatron-core's expert_data_parallel group); groups of one rank (nothing to reduce) left out."""
     dpc = layout.dp(cluster.gpus) * layout.cp
     (dense, expert), (dense_stage, expert_stage) = (layer_param_split(model, layout),
                                                     stage_param_split(model, layout, 0))
-    found = [Replicas(dense, dense_stage, dpc, g["dpcp"]), Replicas(expert, expert_stage, dpc // layout.ep, g["edp"])]
-    return [r for r in found if r.stage > 0 and r.ranks > 1]
+    shards = layout.zero_shards or dpc
+    n, t = cluster.gpus_per_node, layout.tp
+    found = [Replicas(dense, dense_stage, shards, place(shards, t, n), dpc // shards, place(dpc // shards, t * shards, n)),
+             Replicas(expert, expert_stage, dpc // layout.ep, g["edp"])]
+    return [r for r in found if r.stage > 0 and r.ranks * r.across > 1]
+
+
+def sharded_traffic(psi: float, zero_stage: int, shards: int, replicas: int = 1, grad_accumulation: int = 1,
+                    grad_bytes: int = BF16, param_bytes: int = BF16) -> dict[str, dict[str, float]]:
+    """Bytes each rank hands each collective per step, per mesh dimension: ZeRO's traffic inside the group of
+    `shards` ranks (data_parallel_traffic), and, hybrid sharded, an all-reduce of the rank's gradient shard
+    across the `replicas` groups, once per step (FSDP's HSDP, Zhao et al. 2023 sec. 3.2.2; the live hsdp run)."""
+    out = {"shard": data_parallel_traffic(psi, zero_stage, shards, grad_accumulation, grad_bytes, param_bytes)}
+    if replicas > 1:
+        out["replicate"] = {"all_reduce": psi * grad_bytes / shards}
+    return out
 
 
 def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
@@ -383,7 +401,7 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
     best = None
     for stage in {0, p - 1}:
         dense, expert = stage_param_split(model, layout, stage)  # experts sharded over their fewer replicas
-        states = formulas.model_state_bytes(dense, "bf16", layout.zero_stage, dp * c)
+        states = formulas.model_state_bytes(dense, "bf16", layout.zero_stage, layout.zero_shards or dp * c)
         for role, nbytes in formulas.model_state_bytes(expert, "bf16", layout.zero_stage, dp * c // layout.ep).items():
             states[role] += nbytes
         acts = per_layer * layers * in_flight if stage == 0 else per_layer * layers * min(in_flight, max(1, v))
@@ -539,11 +557,12 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                + ends,
                "cp": (replays * lt.cp_forward_exposed + lt.cp_backward_exposed) * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
                "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
-    traffics = [data_parallel_traffic(r.stage, layout.zero_stage, r.ranks, m, layout.grad_reduce_bytes, BF16)
+    traffics = [sharded_traffic(r.stage, layout.zero_stage, r.ranks, r.across, m, layout.grad_reduce_bytes, BF16)
                 for r in replicas]
     reduce = gather = 0.0  # the data-parallel reduction of stages 0-2 and their parameter all-gather
     if replicas and layout.zero_stage < 3:
-        for r, traffic in zip(replicas, traffics):  # dense, then experts (Megatron-core's DDP: separate buffers)
+        for r, both in zip(replicas, traffics):  # dense, then experts (Megatron-core's DDP: separate buffers)
+            traffic = both["shard"]
             if layout.zero_stage == 0:
                 reduce += collectives.all_reduce(traffic["all_reduce"], r.group, cluster)
             else:
@@ -561,8 +580,18 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         comm_total["dp"] = reduce + gather
     elif layout.zero_stage == 3 and replicas:
         comm_total["zero3"] = (2 * z3_gather + z3_scatter) * model.layers / p * m
+        # HSDP: each layer's gradient shard all-reduced across the replica groups once its reduce-scatter is done,
+        # in the last micro-batch only (the shards accumulate locally before it), bucket by bucket as DDP does
+        reduce = sum(collectives.all_reduce(both["replicate"]["all_reduce"], r.across_group, cluster)
+                     for r, both in zip(replicas, traffics) if "replicate" in both)
+        if layout.overlap_grad_reduce:
+            exposed["dp"] = max(0.0, reduce - last_backward) + reduce / max(1.0, layers_per_chunk)
+        else:
+            exposed["dp"] = reduce
+        comm_total["dp"] = reduce
     dense, expert = stage_param_split(model, layout, 0)  # the optimizer steps the shard it owns
-    optimizer_params = dense / (dp * c) + expert / (dp * c // layout.ep) if layout.zero_stage >= 1 else dense + expert
+    shards = layout.zero_shards or dp * c
+    optimizer_params = dense / shards + expert / (dp * c // layout.ep) if layout.zero_stage >= 1 else dense + expert
     optimizer = memory_time(optimizer_params * ADAM_BYTES_PER_PARAM, cluster)
     step = timed.makespan + exposed["dp"] + optimizer
     exposed["pp"] = max(0.0, timed.makespan - (sum(dur["F"]) + sum(dur["B"]) + sum(dur["W"]) * (
@@ -575,7 +604,10 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m
     per_op = (2 * formulas.all_gather_bytes(activation_bytes, t) if layout.sequence_parallel
               else formulas.ring_all_reduce_bytes(activation_bytes, t))
-    wire = {"dp": sum(wire_bytes(traffic, r.ranks) for r, traffic in zip(replicas, traffics)),
+    # ZeRO-3's gathers and scatters on the zero3 lane; the data-parallel reduction (HSDP's across replicas) on dp
+    in_group = sum(wire_bytes(both["shard"], r.ranks) for r, both in zip(replicas, traffics))
+    across = sum(wire_bytes(both.get("replicate", {}), r.across) for r, both in zip(replicas, traffics))
+    wire = {"dp": across + (in_group if layout.zero_stage < 3 else 0.0), "zero3": in_group if layout.zero_stage == 3 else 0.0,
             "tp": tp_ops * per_op if t > 1 else 0.0, "pp": 2 * m * v * act if p > 1 else 0.0}
     if c > 1:
         cp = context_parallel_traffic(layout.cp_comm, tokens, model.heads / t, kv_heads_per_tp_rank(model, t),

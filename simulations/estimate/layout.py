@@ -39,6 +39,10 @@ class Layout:
     ep: int = 1
     zero_stage: int = 1
     cp_comm: CPComm = "ring"
+    # Hybrid sharding (HSDP, Zhao et al. VLDB 2023 sec. 3.2.2): ZeRO-3 over groups of this many consecutive
+    # DP·CP ranks (inside a node when zero_shards·tp ≤ gpus per node), the groups replicas of each other.
+    # None: shard over all dp·cp ranks (plain ZeRO-3 / FSDP).
+    zero_shards: int | None = None
     schedule: Schedule = "1f1b"
     virtual_stages: int | None = 1  # None: auto
     micro_batch: int | None = 1  # sequences per micro-batch; None: auto
@@ -93,6 +97,7 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         raise LayoutError("ep", f"must divide the experts ({model.experts}) and dp·cp ({dp * c}), got {e}")
     if layout.zero_stage not in (0, 1, 2, 3):
         raise LayoutError("zero_stage", f"must be 0, 1, 2 or 3, got {layout.zero_stage}")
+    check_zero_shards(layout, dp * c)
     if layout.schedule not in SCHEDULES:
         raise LayoutError("schedule", f"must be one of {', '.join(SCHEDULES)}, got {layout.schedule!r}")
     if layout.recompute not in ("none", "selective", "full"):
@@ -114,6 +119,20 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         if p * v > model.layers:
             raise LayoutError("virtual_stages", f"pp·virtual_stages must be at most the layers ({model.layers}), "
                                                 f"got {p}·{v}")
+
+
+def check_zero_shards(layout: Layout, dpc: int) -> None:
+    """HSDP is FSDP's (ZeRO-3's) hybrid: the parameters are gathered inside the shard group, so it needs stage 3
+    (stages 1 and 2 shard no parameters; their hybrid, ZeRO++'s hpZ, is not modelled)."""
+    s = layout.zero_shards
+    if s is None:
+        return
+    if layout.zero_stage != 3:
+        raise LayoutError("zero_shards", f"hybrid sharding needs zero_stage 3, got zero_stage {layout.zero_stage}")
+    if s < 1 or dpc % s:
+        raise LayoutError("zero_shards", f"must divide dp·cp ({dpc}), got {s}")
+    if layout.ep > 1:
+        raise LayoutError("zero_shards", "hybrid sharding of expert-parallel layers is not modelled: ep must be 1")
 
 
 def kv_heads_per_tp_rank(model: Model, tp: int) -> int:

@@ -9,7 +9,8 @@ dependencies `cost` charges:
   (prefetch), in forward and again in backward, and its gradients reduce-scattered after its backward
   (Rajbhandari et al. 2020; PyTorch FSDP, Zhao et al. 2023);
 - DDP and ZeRO-1/2: gradients reduced bucket by bucket (a layer each) as backward produces them, during
-  the last micro-batch (ZeRO-2: every micro-batch); the last bucket waits for the last layer;
+  the last micro-batch (ZeRO-2: every micro-batch); the last bucket waits for the last layer; HSDP
+  all-reduces each layer's gradient shard across the replica groups after its reduce-scatter, the same way;
 - CP: with ring attention K and V pass around the ring while attention computes (Liu et al. 2023); Ulysses'
   all-to-alls (Jacobs et al. 2023) and Llama 3's all-gather of K and V (and reduce-scatter of their
   gradients) sit between the layer's matmuls, so compute waits for them, as for TP's forward;
@@ -102,10 +103,9 @@ def layer_spans(c: LayerCosts) -> list[dict]:
             weights_done = compute("W", mb, layer, inputs_done, c.weight)
             tp_done = comm("tp", mb, layer, inputs_done, c.tp_backward) if c.tp_backward else inputs_done
             clock = max(weights_done, tp_done)
-            if zero3:
-                comm("zero3", mb, layer, clock, c.scatter)
-            if reduce_now and c.overlap_reduce and layer > 0:
-                comm("dp", mb, layer, clock, c.bucket)
+            scattered = comm("zero3", mb, layer, clock, c.scatter) if zero3 else clock
+            if reduce_now and c.overlap_reduce and layer > 0:  # HSDP: the shard, once reduce-scattered
+                comm("dp", mb, layer, scattered, c.bucket)
         clock = compute("B", mb, -1, clock, c.embed_backward)
         if reduce_now and c.overlap_reduce:  # the first layer shares the last bucket with the embedding
             comm("dp", mb, 0, clock, c.bucket)

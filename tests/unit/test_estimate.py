@@ -371,7 +371,7 @@ def test_moe_zero3_shards_experts_over_their_replicas_only():
     # the shards, and the gathered layer with the one prefetched (the GPU's own experts only)
     assert mem["parameters"] == pytest.approx(2 * (dense / 64 + expert / 8) + 2 * 2 * (layer_dense + layer_expert))
     assert mem["gradients"] == pytest.approx(2 * (dense / 64 + expert / 8))
-    assert e.comm_bytes_per_gpu["dp"] == pytest.approx(3 * 63 / 64 * 2 * dense + 3 * 7 / 8 * 2 * expert, rel=1e-12)
+    assert e.comm_bytes_per_gpu["zero3"] == pytest.approx(3 * 63 / 64 * 2 * dense + 3 * 7 / 8 * 2 * expert, rel=1e-12)
     gather = all_gather(2 * layer_dense, place(64, 1, 8), c) + all_gather(2 * layer_expert, place(8, 8, 8), c)
     assert e.comm_total_s["zero3"] == pytest.approx(3 * gather * 32 * e.micro_batches, rel=1e-12)
 
@@ -461,3 +461,56 @@ def test_context_parallel_bytes_agree_with_a_live_ulysses_run(run_scenario, meth
                                                       global_batch=1))
     for sent in figures["total_bytes_per_rank"]:
         assert e.comm_bytes_per_gpu["cp"] == pytest.approx(sent * 2 / 4, rel=1e-12)
+
+
+def test_hsdp_shards_inside_a_node_and_all_reduces_the_shard_across_nodes():
+    """Llama 3 8B on 8 nodes, TP 1, ZeRO-3 hybrid sharded over the 8 GPUs of a node (NVLink), replicated over
+    the 8 nodes: per layer, two all-gathers and a reduce-scatter inside the node; per step an all-reduce of each
+    GPU's 1/8 gradient shard across the nodes (one GPU per node: the node's egress shared by 8 rings)."""
+    from simulations.estimate.collectives import all_reduce
+    spec, c, layout = build("llama3-8b", gpus=64, tp=1, zero_stage=3, micro_batch=1, global_batch=64)
+    hybrid = estimate(spec, c, replace_layout(layout, zero_shards=8), keep_spans=True)
+    h, f, kv = spec.hidden, spec.ffn_hidden, spec.kv_heads * spec.head_dim
+    layer = h * (h + 2 * kv) + h * h + 4 * h + 3 * h * f
+    stage = 32 * layer + 2 * spec.vocab * h
+    node, across = place(8, 1, 8), place(8, 8, 8)
+    assert (node.crosses_nodes, across.per_node, across.nodes) == (False, 1, 8)
+    assert hybrid.comm_total_s["zero3"] == pytest.approx(3 * all_gather(2 * layer, node, c) * 32, rel=1e-12)
+    assert hybrid.comm_total_s["dp"] == pytest.approx(all_reduce(2 * stage / 8, across, c), rel=1e-12)
+    assert hybrid.comm_bytes_per_gpu["zero3"] == pytest.approx(3 * 7 / 8 * 2 * stage, rel=1e-12)
+    assert hybrid.comm_bytes_per_gpu["dp"] == pytest.approx(2 * 7 / 8 * 2 * stage / 8, rel=1e-12)
+    mem = hybrid.memory_per_gpu_bytes
+    assert mem["optimizer"] == pytest.approx(12 * stage / 8)
+    assert mem["parameters"] == pytest.approx(2 * stage / 8 + 2 * 2 * layer)
+    # each layer's shard goes across the nodes once its reduce-scatter is done, while backward goes on
+    scatters = {s["layer"]: s for s in hybrid.spans if s["kind"] == "zero3"}  # the last per layer: the scatter
+    buckets = [s for s in hybrid.spans if s["kind"] == "dp"]
+    assert len(buckets) == 32
+    assert all(s["start"] >= scatters[s["layer"]]["end"] - 1e-12 for s in buckets if s["layer"] > 0)
+    # sharding over all 64 GPUs instead crosses nodes with every gather (whole nodes in the ring: the node's
+    # egress is about its NVLink share, so the gathers are slower, by their network latency, not 8 times)
+    full = estimate(spec, c, layout)
+    assert full.comm_total_s["zero3"] > hybrid.comm_total_s["zero3"] and full.comm_total_s["dp"] == 0
+
+
+@pytest.mark.parametrize("changes,words", [
+    (dict(zero_stage=1, zero_shards=8), "needs zero_stage 3"),
+    (dict(zero_stage=3, zero_shards=3), "must divide dp·cp (64), got 3"),
+])
+def test_hsdp_rules_name_zero_shards(changes, words):
+    spec, c, layout = build("llama3-8b", gpus=64, tp=1, micro_batch=1, global_batch=64)
+    with pytest.raises(LayoutError) as info:
+        estimate(spec, c, replace_layout(layout, **changes))
+    assert info.value.field == "zero_shards" and words in info.value.message
+
+
+def test_hsdp_bytes_agree_with_a_live_hsdp_run(run_scenario):
+    """The live `hsdp` scenario traces each mesh dimension's collectives (fp32); the estimator's traffic for its
+    padded Ψ, shards and replicas sends the same bytes per rank, dimension by dimension."""
+    from simulations.estimate.cost import sharded_traffic
+    run = run_scenario("hsdp", replicas=2, shards=2, width=16, depth=1, steps=1)
+    figures = run.summary.figures
+    traffic = sharded_traffic(figures["psi_padded"], 3, 2, 2, grad_accumulation=1, grad_bytes=4, param_bytes=4)
+    for dim in ("shard", "replicate"):
+        for sent in figures["bytes_per_rank_per_step"][dim]:
+            assert wire_bytes(traffic[dim], 2) == pytest.approx(sent, rel=1e-12)
