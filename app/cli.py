@@ -145,7 +145,7 @@ def list_scenarios() -> None:
 
 @cli.command("estimate")
 def estimate_cmd(
-    model: Annotated[str, typer.Option(help="gpt3-175b, llama3-8b, llama3-70b, llama3-405b or custom.")] = "llama3-70b",
+    model: Annotated[str, typer.Option(help="gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b or custom.")] = "llama3-70b",
     layers: Annotated[int | None, typer.Option(help="Layers (custom, or override a preset).")] = None,
     hidden: Annotated[int | None, typer.Option(help="Hidden size.")] = None,
     heads: Annotated[int | None, typer.Option(help="Attention heads.")] = None,
@@ -163,6 +163,11 @@ def estimate_cmd(
     cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1,
     ep: Annotated[int, typer.Option(help="Expert-parallel degree (MoE models).")] = 1,
     zero_stage: Annotated[int, typer.Option(help="ZeRO stage over the data-parallel ranks, 0-3.")] = 1,
+    cp_comm: Annotated[str, typer.Option(help="Context parallelism: ring, all_to_all (Ulysses) or all_gather "
+                                              "(Llama 3's K/V all-gather).")] = "ring",
+    zero_shards: Annotated[int | None, typer.Option(help="Hybrid sharding (HSDP, with --zero-stage 3): shard over "
+                                                         "groups of N data-parallel ranks, replicate across them.",
+                                                    show_default=False)] = None,
     schedule: Annotated[str, typer.Option(help="gpipe, 1f1b, interleaved_1f1b or zero_bubble.")] = "1f1b",
     virtual_stages: Annotated[str, typer.Option(help="auto or N (interleaved_1f1b).")] = "auto",
     micro_batch: Annotated[str, typer.Option(help="auto or N sequences per micro-batch.")] = "auto",
@@ -182,7 +187,7 @@ def estimate_cmd(
         spec, cluster, layout = est.build(
             model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
             seq_len=seq_len, experts=experts, top_k=top_k, gpu=gpu, gpus=gpus, gpus_per_node=gpus_per_node,
-            tp=tp, pp=pp, cp=cp, ep=ep,
+            tp=tp, pp=pp, cp=cp, ep=ep, cp_comm=cp_comm, zero_shards=zero_shards,
             zero_stage=zero_stage, schedule=schedule, virtual_stages=virtual_stages, micro_batch=micro_batch,
             global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
             flash_attention=flash_attention)
@@ -201,6 +206,9 @@ def estimate_cmd(
     rows = [
         ("layout", f"TP {result['tp']} · PP {result['pp']} · CP {result['cp']} · EP {result['ep']} · "
                    f"DP {result['dp']}, ZeRO-{result['zero_stage']}, {result['schedule']}"),
+        *([("hybrid sharding", f"ZeRO-3 in groups of {result['zero_shards']}, replicated across them")]
+          if result["zero_shards"] else []),
+        *([("context parallel", f"CP by {result['cp_comm']}")] if result["cp"] > 1 else []),
         ("micro-batch / virtual stages", f"{result['micro_batch']} × {result['micro_batches']} per step, "
                                          f"v = {result['virtual_stages']}, recompute {result['recompute']}"),
         ("step time", f"{result['step_time_s']:.3f} s"),

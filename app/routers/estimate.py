@@ -29,7 +29,7 @@ Auto = Literal["auto"] | Annotated[int, Field(ge=1, le=4096)]
 class EstimateParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "custom"] = "llama3-70b"
+    model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "custom"] = "llama3-70b"
     layers: int | None = Field(None, ge=1, le=1024)
     hidden: int | None = Field(None, ge=64, le=131072)
     heads: int | None = Field(None, ge=1, le=1024)
@@ -47,6 +47,11 @@ class EstimateParams(BaseModel):
     cp: int = Field(1, ge=1, le=1024)
     ep: int = Field(1, ge=1, le=1024)
     zero_stage: int = Field(1, ge=0, le=3)
+    cp_comm: Literal["ring", "all_to_all", "all_gather"] = Field(
+        "ring", description="Context parallelism: ring attention, Ulysses all-to-all, or Llama 3's K/V all-gather")
+    zero_shards: int | None = Field(None, ge=1, le=131072, description="Hybrid sharding (HSDP, ZeRO-3 only): shard "
+                                    "over groups of this many data-parallel ranks, replicate across them; "
+                                    "default: shard over all")
     schedule: Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"] = "1f1b"
     virtual_stages: Auto = "auto"
     micro_batch: Auto = "auto"
@@ -84,6 +89,8 @@ class EstimateResult(BaseModel):
     ep: int
     dp: int
     zero_stage: int
+    cp_comm: str
+    zero_shards: int | None
     schedule: str
     recompute: str
     global_batch: int
@@ -110,7 +117,7 @@ class ReplayParams(BaseModel):
     model_config = ConfigDict(extra="allow")  # the live scenario's own parameters ride along
 
     scenario: Literal["pipeline", "ddp", "zero", "tensor_parallel", "parallel_3d", "ring_attention"]
-    model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b"] = "llama3-70b"
+    model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b"] = "llama3-70b"
     gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
 
 

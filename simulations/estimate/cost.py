@@ -86,6 +86,8 @@ class Estimate:
             "gpus_per_node": self.cluster.gpus_per_node,
             "tp": self.layout.tp, "pp": self.layout.pp, "cp": self.layout.cp, "ep": self.layout.ep, "dp": self.dp,
             "zero_stage": self.layout.zero_stage,
+            "cp_comm": self.layout.cp_comm,
+            "zero_shards": self.layout.zero_shards,
             "schedule": self.layout.schedule,
             "recompute": self.layout.recompute,
             "global_batch": self.layout.global_batch,

@@ -7,6 +7,9 @@ Shapes as their papers publish them:
   FFN dimension 14336 / 28672 / 53248, attention heads 32 / 64 / 128, 8 key/value heads,
   vocabulary 128,000 (Llama 3 Herd of Models, arXiv:2407.21783, Table 3); SwiGLU, no dropout,
   no biases; pre-training sequence 8,192.
+- Mixtral 8x7B: dim 4096, 32 layers, head_dim 128, hidden_dim 14336, 32 heads, 8 key/value heads, vocabulary
+  32,000, 8 experts, top-2 routing, context 32,768 (Jiang et al., "Mixtral of Experts", arXiv:2401.04088,
+  Table 1); SwiGLU experts (sec. 2.1); about 47B parameters, 13B active per token.
 """
 
 from __future__ import annotations
@@ -78,6 +81,8 @@ MODELS: dict[str, Model] = {
                         vocab=128000, seq_len=8192, gated_mlp=True, dropout=False),
     "llama3-405b": Model("llama3-405b", layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248,
                          vocab=128000, seq_len=8192, gated_mlp=True, dropout=False),
+    "mixtral-8x7b": Model("mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                          vocab=32000, seq_len=32768, gated_mlp=True, dropout=False, experts=8, top_k=2),
 }
 
 

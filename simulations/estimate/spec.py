@@ -16,6 +16,7 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
           vocab: int | None = None, seq_len: int | None = None, experts: int | None = None, top_k: int | None = None,
           gpu: str = "h100-80gb", gpus: int = 1024,
           gpus_per_node: int = 8, tp: int = 8, pp: int = 1, cp: int = 1, ep: int = 1, zero_stage: int = 1,
+          cp_comm: str = "ring", zero_shards: int | None = None,
           schedule: str = "1f1b", virtual_stages: int | str | None = "auto", micro_batch: int | str | None = "auto",
           global_batch: int = 1024, recompute: str = "selective", sequence_parallel: bool = True,
           flash_attention: bool | None = None, check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
@@ -56,7 +57,8 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
     if gpus % gpus_per_node and gpus > gpus_per_node:
         raise LayoutError("gpus", f"must fill whole nodes: a multiple of gpus_per_node ({gpus_per_node}), got {gpus}")
     hw = cluster(gpu, gpus, gpus_per_node)
-    layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, zero_stage=zero_stage, schedule=schedule,  # type: ignore[arg-type]
+    layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, zero_stage=zero_stage, cp_comm=cp_comm,  # type: ignore[arg-type]
+                    zero_shards=zero_shards, schedule=schedule,  # type: ignore[arg-type]
                     virtual_stages=parse_auto("virtual_stages", virtual_stages),
                     micro_batch=parse_auto("micro_batch", micro_batch), global_batch=global_batch,
                     recompute=recompute, sequence_parallel=sequence_parallel)  # type: ignore[arg-type]

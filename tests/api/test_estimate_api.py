@@ -42,6 +42,11 @@ def test_search_ranks_fitting_layouts_fastest_first(client):
     ({"gpu": "tpu"}, "gpu", "Input should be"),
     ({"micro_batch": 0}, "micro_batch", "greater than or equal to 1"),
     ({"model": "custom", "layers": 4}, "hidden", "model=custom needs hidden"),
+    ({"cp": 16, "cp_comm": "all_to_all"}, "cp", "all_to_all needs cp to divide the attention heads per TP rank (8)"),
+    ({"cp_comm": "zigzag"}, "cp_comm", "Input should be"),
+    ({"zero_stage": 3, "zero_shards": 3}, "zero_shards", "must divide dp·cp (128), got 3"),
+    ({"zero_shards": 8}, "zero_shards", "hybrid sharding needs zero_stage 3"),
+    ({"zero_stage": 3, "zero_shards": 0}, "zero_shards", "greater than or equal to 1"),
 ])
 def test_bad_layouts_are_422_naming_field_and_constraint(client, query, field, words):
     r = client.get("/api/estimate", params=query)
@@ -164,3 +169,25 @@ def test_replay_ring_attention_passes_k_and_v_around_nodes(client):
     body, comm = _replay(client, scenario="ring_attention", world_size=4)
     assert (body["gpus"], body["tp"], body["cp"], body["dp"]) == (32, 8, 4, 1)
     assert comm["cp"] == 2 * 80  # beside every layer's attention, forward and backward
+
+
+def test_context_parallel_variants_and_hybrid_sharding_can_be_chosen(client):
+    base = {"model": "llama3-70b", "gpus": 256, "tp": 8, "cp": 4, "global_batch": 64, "micro_batch": 1}
+    ring = client.get("/api/estimate", params=base).json()
+    ulysses = client.get("/api/estimate", params={**base, "cp_comm": "all_to_all"}).json()
+    assert (ring["cp_comm"], ulysses["cp_comm"]) == ("ring", "all_to_all")
+    # Ulysses' all-to-alls sit on the critical path; the ring's hops hide behind 2,048-token attention blocks
+    assert ulysses["exposed_comm_by_kind_s"]["cp"] > ring["exposed_comm_by_kind_s"]["cp"]
+    hybrid = client.get("/api/estimate", params={**base, "zero_stage": 3, "zero_shards": 8}).json()
+    assert hybrid["zero_shards"] == 8 and hybrid["comm_total_s"]["dp"] > 0 and hybrid["comm_total_s"]["zero3"] > 0
+
+
+def test_mixtral_preset_is_a_mixture_of_experts(client):
+    """Mixtral 8x7B's Table 1 shape: about 47B parameters, of which each GPU holds its EP share of the experts."""
+    base = {"model": "mixtral-8x7b", "gpus": 64, "tp": 1, "cp": 1, "zero_stage": 1, "global_batch": 64,
+            "micro_batch": 1, "seq_len": 4096}
+    one = client.get("/api/estimate", params=base).json()
+    eight = client.get("/api/estimate", params={**base, "ep": 8}).json()
+    assert 46e9 < one["memory_per_gpu_bytes"]["parameters"] / 2 < 47.5e9  # bf16 weights, all on every GPU
+    assert eight["exposed_comm_by_kind_s"]["ep"] > 0
+    assert eight["memory_per_gpu_bytes"]["parameters"] < one["memory_per_gpu_bytes"]["parameters"] / 5

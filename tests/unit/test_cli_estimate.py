@@ -44,9 +44,24 @@ def test_custom_model_prints_a_table():
     (["--micro-batch", "lots"], "--micro-batch must be auto or a positive integer"),
     (["--gpu", "tpu"], "--gpu must be one of a100-80gb, h100-80gb, h200, b200"),
     (["--model", "custom", "--layers", "4"], "--hidden model=custom needs hidden, heads, vocab, seq_len"),
+    (["--cp", "16", "--cp-comm", "all_to_all"], "--cp all_to_all needs cp to divide the attention heads per TP rank"),
+    (["--cp-comm", "zigzag"], "--cp-comm must be one of ring, all_to_all, all_gather, got 'zigzag'"),
+    (["--zero-stage", "3", "--zero-shards", "3"], "--zero-shards must divide dp·cp (128), got 3"),
+    (["--zero-shards", "8"], "--zero-shards hybrid sharding needs zero_stage 3"),
+    (["--zero-shards", "many"], "Invalid value for '--zero-shards'"),
 ])
 def test_invalid_layouts_exit_2_with_a_message(args, message):
     result = runner.invoke(cli, ["estimate", *args])
     assert result.exit_code == 2
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_hybrid_sharding_and_ulysses_show_in_the_table_and_json():
+    args = ["estimate", "--model", "llama3-70b", "--gpus", "256", "--tp", "8", "--cp", "4", "--cp-comm", "all_to_all",
+            "--zero-stage", "3", "--zero-shards", "8", "--global-batch", "64", "--micro-batch", "1"]
+    table = runner.invoke(cli, args)
+    assert table.exit_code == 0, table.output
+    assert "ZeRO-3 in groups of 8" in table.output and "CP by all_to_all" in table.output
+    out = json.loads(runner.invoke(cli, [*args, "--json"]).output)
+    assert (out["cp_comm"], out["zero_shards"]) == ("all_to_all", 8)
