@@ -69,7 +69,8 @@ class EstimateQuery(EstimateParams):
 class Span(BaseModel):
     stream: Literal["compute", "comm"]
     rank: int = Field(description="Pipeline rank (stage index without virtual stages)")
-    kind: str = Field(description="F, B, W or opt (compute); dp, tp or zero3 (communication)")
+    kind: str = Field(description="F, B, W, opt or inner (a DiLoCo inner step) (compute); dp, tp, zero3, cp, ep or "
+                                  "outer (DiLoCo's pseudo-gradient all-reduce) (communication)")
     stage: int
     mb: int = Field(description="Micro-batch; -1 for the step's DP reduction and the optimizer step")
     layer: int | None = Field(None, description="Layer, in a timeline without pipeline stages (-1: none, "
@@ -159,9 +160,13 @@ def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
 
 def layout_actions(e: est.Estimate) -> int:
     """Spans a timeline would hold: F and B (and W) of every micro-batch on every stage; without stages,
-    layer by layer: F, B, W and up to five communication spans per layer and micro-batch."""
+    layer by layer: F, B, W and each kind of communication's spans per layer and micro-batch (ZeRO-3: two
+    gathers and a reduce-scatter; TP, CP and EP: one each way; a DP bucket)."""
     if e.layout.pp == 1:
-        return 8 * (e.model.layers + 1) * e.micro_batches
+        lay = e.layout
+        comm = (3 * (lay.zero_stage == 3) + 2 * (lay.tp > 1) + 2 * (lay.cp > 1)
+                + 2 * (lay.ep > 1 and e.model.experts > 0) + 1)
+        return (3 + comm) * (e.model.layers + 1) * e.micro_batches
     per = 3 if e.layout.schedule == "zero_bubble" else 2
     return e.layout.pp * e.layout.virtual_stages * e.micro_batches * per
 

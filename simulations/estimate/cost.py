@@ -611,6 +611,9 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     across = sum(wire_bytes(both.get("replicate", {}), r.across) for r, both in zip(replicas, traffics))
     wire = {"dp": across + (in_group if layout.zero_stage < 3 else 0.0), "zero3": in_group if layout.zero_stage == 3 else 0.0,
             "tp": tp_ops * per_op if t > 1 else 0.0, "pp": 2 * m * v * act if p > 1 else 0.0}
+    if model.experts and layout.ep > 1:  # dispatch and combine, forward and backward: 4 all-to-alls a layer
+        routed = tokens * model.hidden * BF16 * model.top_k
+        wire["ep"] = 4 * formulas.all_to_all_bytes(routed, layout.ep) * model.layers / p * m
     if c > 1:
         cp = context_parallel_traffic(layout.cp_comm, tokens, model.heads / t, kv_heads_per_tp_rank(model, t),
                                       model.head_dim, c)
@@ -621,9 +624,10 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     if keep_spans and p == 1:  # no stages: the step layer by layer, each communication on its stream
         spans = timeline.layer_spans(timeline.LayerCosts(
             layers=model.layers, micro_batches=m,
-            forward=lt.forward + (lt.cp_forward_exposed if ring else 0.0) + lt.ep_exposed / 2,
+            forward=lt.forward + (lt.cp_forward_exposed if ring else 0.0),
             backward=bi_layer - tp_bwd_exposed - (lt.tp_forward if layout.recompute == "full" else 0.0)
-            + (0.0 if layout.overlap_tp_comm else lt.tp_backward) - cp_waits_backward,
+            + (0.0 if layout.overlap_tp_comm else lt.tp_backward) - cp_waits_backward - lt.ep_exposed / 2,
+            ep_waits=lt.ep_exposed / 2,
             weight=bw_compute, tp_forward=lt.tp_forward * (2 if layout.recompute == "full" else 1),
             tp_backward=lt.tp_backward if layout.overlap_tp_comm else 0.0,
             embed_forward=embed_f, head_forward=logits_f + head_f,

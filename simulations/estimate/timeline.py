@@ -14,6 +14,8 @@ dependencies `cost` charges:
 - CP: with ring attention K and V pass around the ring while attention computes (Liu et al. 2023); Ulysses'
   all-to-alls (Jacobs et al. 2023) and Llama 3's all-gather of K and V (and reduce-scatter of their
   gradients) sit between the layer's matmuls, so compute waits for them, as for TP's forward;
+- EP (a mixture of experts): the tokens' dispatch to their experts' ranks and the combine, all-to-alls that
+  compute waits for (GShard; Megatron-LM's token dispatcher), in forward and in backward;
 - the optimizer step after the last gradient is reduced.
 
 Span times are seconds from the start of the step; `layer` −1 is the embedding, `layers` the output layer
@@ -38,6 +40,7 @@ class LayerCosts:
     cp_backward: float
     cp_waits_forward: float  # CP communication compute waits for (all-to-all, all-gather), after the forward
     cp_waits_backward: float  # and after the input gradients, before the weight gradients
+    ep_waits: float  # MoE: the dispatch and combine all-to-alls, compute waits for them, in forward and in backward
     embed_forward: float  # TP's sum of the vocab-parallel embedding's partial outputs (exposed)
     head_forward: float  # output layer and loss (and TP's collectives there)
     head_backward: float
@@ -84,6 +87,8 @@ def layer_spans(c: LayerCosts) -> list[dict]:
             clock = compute("F", mb, layer, start, c.forward)
             if c.cp_waits_forward:
                 clock = comm("cp", mb, layer, clock, c.cp_waits_forward)
+            if c.ep_waits:
+                clock = comm("ep", mb, layer, clock, c.ep_waits)
             if c.tp_forward:
                 clock = comm("tp", mb, layer, clock, c.tp_forward)
         clock = compute("F", mb, c.layers, clock, c.head_forward)
@@ -100,6 +105,8 @@ def layer_spans(c: LayerCosts) -> list[dict]:
             inputs_done = compute("B", mb, layer, start, c.backward)
             if c.cp_waits_backward:
                 inputs_done = comm("cp", mb, layer, inputs_done, c.cp_waits_backward)
+            if c.ep_waits:
+                inputs_done = comm("ep", mb, layer, inputs_done, c.ep_waits)
             weights_done = compute("W", mb, layer, inputs_done, c.weight)
             tp_done = comm("tp", mb, layer, inputs_done, c.tp_backward) if c.tp_backward else inputs_done
             clock = max(weights_done, tp_done)
