@@ -10,6 +10,7 @@ hardware.py; the cost model: cost.py; validation against published runs: tests.
 """
 
 from simulations.estimate.cost import Estimate, estimate
+from simulations.estimate.diloco import outer_round
 from simulations.estimate.hardware import GPUS, Cluster, UnknownGPU, cluster
 from simulations.estimate.layout import SCHEDULES, Layout, LayoutError, validate
 from simulations.estimate.models import MODELS, Model, gpt
@@ -17,4 +18,4 @@ from simulations.estimate.search import search
 from simulations.estimate.spec import build
 
 __all__ = ["GPUS", "MODELS", "SCHEDULES", "Cluster", "Estimate", "Layout", "LayoutError", "Model", "UnknownGPU",
-           "build", "cluster", "estimate", "gpt", "search", "validate"]
+           "build", "cluster", "estimate", "gpt", "outer_round", "search", "validate"]
