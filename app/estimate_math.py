@@ -132,11 +132,22 @@ class NoProjection(ValueError):
 REPLAYED = ("pipeline", "ddp", "zero", "tensor_parallel", "parallel_3d", "ring_attention")
 
 
-def replay(scenario: str, params: dict, model: str = "llama3-70b", gpu_name: str = GPU) -> est.Estimate:
+def replay(scenario: str, params: dict, model: str = "llama3-70b", gpu_name: str = GPU,
+           gpus: int | None = None) -> est.Estimate:
     """A live run's structure (its parallelism, degrees, schedule and micro-batches) with `model` on
     `gpu_name`s. Every live rank that stands for a whole replica becomes a node (TP 8 inside it, the
     data-parallel, ZeRO or context-parallel group across nodes); the tensor-parallel run's ranks stay GPUs
-    of one node; the 3D run keeps its TP × PP × DP degrees. Returns the estimate with its timeline."""
+    of one node; the 3D run keeps its TP × PP × DP degrees. `gpus` (None: the run's own size) scales the
+    run by data parallelism, each replica keeping its batch. Returns the estimate with its timeline."""
+    options = replay_layout(scenario, params)
+    if gpus is not None:
+        options = scale_by_data_parallelism(options, gpus)
+    spec, cluster, layout = est.build(model, gpu=gpu_name, **options)
+    return est.estimate(spec, cluster, layout, keep_spans=True)
+
+
+def replay_layout(scenario: str, params: dict) -> dict:
+    """`est.build`'s layout options for the live run of `scenario` with its `params` (the run's own size)."""
     def number(name: str, default: int) -> int:
         try:
             return int(params.get(name, default))
@@ -153,30 +164,36 @@ def replay(scenario: str, params: dict, model: str = "llama3-70b", gpu_name: str
         stages, m = number("stages", 4), number("microbatches", 8)
         schedule = params.get("schedule", "1f1b")
         v = number("virtual_stages", 0) or (2 if schedule == "interleaved_1f1b" else 1)
-        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=8 * stages, tp=8, pp=stages, schedule=schedule,
-                                          virtual_stages=v, micro_batch=1, global_batch=m)
-    elif scenario == "ddp":
+        return dict(gpus=8 * stages, tp=8, pp=stages, schedule=schedule, virtual_stages=v, micro_batch=1,
+                    global_batch=m)
+    if scenario == "ddp":
         ranks = number("world_size", 4)
-        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=8 * ranks, tp=8, zero_stage=0, micro_batch=1,
-                                          global_batch=ranks * number("batch_per_rank", 2))
-    elif scenario == "zero":  # each rank a node; its micro-batches of samples become sequences
+        return dict(gpus=8 * ranks, tp=8, zero_stage=0, micro_batch=1,
+                    global_batch=ranks * number("batch_per_rank", 2))
+    if scenario == "zero":  # each rank a node; its micro-batches of samples become sequences
         ranks, g = number("world_size", 4), number("grad_accumulation", 1)
-        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=8 * ranks, tp=8, zero_stage=number("stage", 3),
-                                          micro_batch=1, global_batch=ranks * g,
-                                          recompute="full" if flag("activation_checkpointing", False) else "selective")
-    elif scenario == "tensor_parallel":  # the TP ranks are GPUs of one node, one micro-batch
+        return dict(gpus=8 * ranks, tp=8, zero_stage=number("stage", 3), micro_batch=1, global_batch=ranks * g,
+                    recompute="full" if flag("activation_checkpointing", False) else "selective")
+    if scenario == "tensor_parallel":  # the TP ranks are GPUs of one node, one micro-batch
         tp, b = number("tp", 4), number("batch", 1)
-        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=tp, tp=tp, zero_stage=0, micro_batch=b,
-                                          global_batch=b, sequence_parallel=flag("sequence_parallel", False))
-    elif scenario == "parallel_3d":  # the same degrees, GPipe as the live run
+        return dict(gpus=tp, tp=tp, zero_stage=0, micro_batch=b, global_batch=b,
+                    sequence_parallel=flag("sequence_parallel", False))
+    if scenario == "parallel_3d":  # the same degrees, GPipe as the live run
         tp, pp, dp = number("tp", 2), number("pp", 2), number("dp", 2)
-        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=tp * pp * dp, tp=tp, pp=pp, zero_stage=0,
-                                          schedule="gpipe", virtual_stages=1, micro_batch=1,
-                                          global_batch=dp * number("microbatches", 2))
-    elif scenario == "ring_attention":  # each rank on the ring a node, the sequence split over them
+        return dict(gpus=tp * pp * dp, tp=tp, pp=pp, zero_stage=0, schedule="gpipe", virtual_stages=1,
+                    micro_batch=1, global_batch=dp * number("microbatches", 2))
+    if scenario == "ring_attention":  # each rank on the ring a node, the sequence split over them
         ranks = number("world_size", 4)
-        spec, cluster, layout = est.build(model, gpu=gpu_name, gpus=8 * ranks, tp=8, cp=ranks, zero_stage=1,
-                                          micro_batch=1, global_batch=1)
-    else:
-        raise NoProjection(f"no modelled cluster for the {scenario!r} scenario yet: {', '.join(REPLAYED)} have one")
-    return est.estimate(spec, cluster, layout, keep_spans=True)
+        return dict(gpus=8 * ranks, tp=8, cp=ranks, zero_stage=1, micro_batch=1, global_batch=1)
+    raise NoProjection(f"no modelled cluster for the {scenario!r} scenario yet: {', '.join(REPLAYED)} have one")
+
+
+def scale_by_data_parallelism(options: dict, gpus: int) -> dict:
+    """The same layout on `gpus` GPUs: TP, PP and CP kept, the data-parallel degree what remains, each
+    replica keeping its share of the batch (so its micro-batches, and its timeline, stay the run's)."""
+    unit = options.get("tp", 1) * options.get("pp", 1) * options.get("cp", 1)
+    if gpus % unit:
+        raise est.LayoutError("gpus", f"must be a multiple of the run's tp·pp·cp = {unit}, got {gpus}")
+    replicas = options["gpus"] // unit
+    per_replica = options["global_batch"] // replicas
+    return {**options, "gpus": gpus, "global_batch": per_replica * (gpus // unit)}

@@ -36,6 +36,13 @@ def activation_bytes(
     return formulas.activation_bytes(seq, micro_batch, hidden, heads, layers, recompute=recompute)
 
 
+def zero_run_params(width: int, depth: int) -> int:
+    """Ψ of the MLP the live ZeRO scenario trains at this width and depth (its own input and output sizes)."""
+    from simulations.scenarios.zero import IN_FEATURES, OUT_FEATURES  # the scenario imports torch: only when asked
+
+    return formulas.mlp_params(IN_FEATURES, width, depth, OUT_FEATURES)
+
+
 def gpus_to_hold(total_bytes: float, gpu: str = "H100") -> int:
     """How many GPUs of this kind it takes just to hold `total_bytes`, if it could be split evenly."""
     return ceil(total_bytes / (GPU_MEMORY_GB[gpu] * GB))

@@ -97,6 +97,15 @@ def model_state_total(psi: float, precision: Precision = "bf16", zero_stage: int
 
 # -- transformer shapes ----------------------------------------------------------------------------
 
+def mlp_params(in_features: int, width: int, depth: int, out_features: int) -> int:
+    """Weights and biases of `depth` hidden Linear layers of `width`, then a Linear head (the live runs' MLP)."""
+    features, total = in_features, 0
+    for _ in range(depth):
+        total += features * width + width
+        features = width
+    return total + features * out_features + out_features
+
+
 def transformer_params(hidden: int, layers: int, vocab: int) -> int:
     """Parameters of a decoder-only transformer (Playbook): N = h·v + L·(12h² + 13h) + 2h."""
     return hidden * vocab + layers * (12 * hidden**2 + 13 * hidden) + 2 * hidden

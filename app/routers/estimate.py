@@ -120,6 +120,8 @@ class ReplayParams(BaseModel):
     scenario: Literal["pipeline", "ddp", "zero", "tensor_parallel", "parallel_3d", "ring_attention"]
     model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b"] = "llama3-70b"
     gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
+    gpus: int | None = Field(None, ge=1, le=131072, description="GPUs of the modelled cluster; the run is scaled "
+                                                              "by data parallelism (default: the run's own size)")
 
 
 class SearchResult(BaseModel):
@@ -183,7 +185,7 @@ def search(params: Annotated[EstimateParams, Query()]) -> SearchResult:
 def replay(params: Annotated[ReplayParams, Query()]) -> EstimateResult:
     live = {k: v for k, v in (params.model_extra or {}).items()}
     try:
-        result = estimate_math.replay(params.scenario, live, params.model, params.gpu)
+        result = estimate_math.replay(params.scenario, live, params.model, params.gpu, params.gpus)
     except (est.LayoutError, ValueError) as exc:
         field = getattr(exc, "field", "scenario")
         raise RequestValidationError([{"type": "value_error", "loc": ("query", field), "msg": str(exc),

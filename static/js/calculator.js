@@ -8,7 +8,9 @@
  * tests/browser/test_calculator_formulas.py checks that the two give the same bytes over a grid
  * of inputs (and that the bounds below are the API's). GET /api/calculator answers the same.
  *
- * Mounts on every `.memory-calculator` element; `data-params` (JSON) sets the initial inputs.
+ * Mounts on every `.memory-calculator` element; `data-params` (JSON) sets the initial inputs, and
+ * `data-fields` (JSON, optional) names the only inputs to show: the others keep their values but stay
+ * out of sight, so a calculator beside a run in a half-width column shows a few inputs, large.
  */
 
 import { buildForm } from './form-fields.js';
@@ -195,19 +197,25 @@ class Calculator {
     this.root = root;
     let initial = {};
     try { initial = JSON.parse(root.dataset.params || '{}'); } catch { initial = {}; }
+    let shown = null;
+    try { shown = root.dataset.fields ? new Set(JSON.parse(root.dataset.fields)) : null; } catch { shown = null; }
+    this.shown = shown;
+    // A few inputs can be read from the back row; the full form is for the calculator's own slide.
+    const fontSize = shown ? '0.75em' : '0.5em';
     this.form = document.createElement('form');
     this.form.className = 'calc-form';
     // Inline layout so the widget needs no stylesheet of its own (colours come from the deck's variables).
-    Object.assign(this.form.style, { display: 'flex', flexWrap: 'wrap', gap: '0.3em 1em', fontSize: '0.5em',
+    Object.assign(this.form.style, { display: 'flex', flexWrap: 'wrap', gap: '0.3em 1em', fontSize,
                                      alignItems: 'center' });
     this.inputs = buildForm(this.form, FIELDS, initial, () => this.update(), {
       labelClass: (field) => `calc-field${field.custom ? ' calc-custom' : ''}`,
       width: (field) => (field.name === 'psi' ? '9em' : '5.5em'),
+      inheritFont: Boolean(shown),
     });
     this.svg = svgEl('svg', { viewBox: '0 0 960 320', class: 'calc-chart', role: 'img',
                               'aria-label': 'Bytes per GPU by role for ZeRO stages 0 to 3' });
     this.message = Object.assign(document.createElement('p'), { className: 'calc-message' });
-    this.message.style.fontSize = '0.5em';
+    this.message.style.fontSize = shown ? '0.7em' : '0.5em';
     this.svg.style.fontSize = '20px';
     this.message.setAttribute('aria-live', 'polite');
     root.replaceChildren(this.form, this.svg, this.message);
@@ -236,6 +244,9 @@ class Calculator {
   update() {
     const custom = this.inputs.model.value === 'custom';
     for (const el of this.form.querySelectorAll('.calc-custom')) el.hidden = !custom;
+    if (this.shown) {
+      for (const [name, input] of Object.entries(this.inputs)) input.closest('label').hidden = !this.shown.has(name);
+    }
     const params = this.params();
     const problem = validate(params);
     if (problem) {

@@ -191,3 +191,20 @@ def test_mixtral_preset_is_a_mixture_of_experts(client):
     assert 46e9 < one["memory_per_gpu_bytes"]["parameters"] / 2 < 47.5e9  # bf16 weights, all on every GPU
     assert eight["exposed_comm_by_kind_s"]["ep"] > 0
     assert eight["memory_per_gpu_bytes"]["parameters"] < one["memory_per_gpu_bytes"]["parameters"] / 5
+
+
+def test_replay_on_a_cluster_of_the_users_size_scales_data_parallelism(client):
+    """`gpus` grows the data-parallel degree and the batch with it: each replica's micro-batches stay the run's,
+    the DP ring grows (more nodes, more latency), so the step cannot get faster."""
+    own, _ = _replay(client, scenario="ddp", world_size=4, batch_per_rank=2)
+    big, comm = _replay(client, scenario="ddp", world_size=4, batch_per_rank=2, gpus=1024)
+    assert (big["gpus"], big["tp"], big["dp"], big["global_batch"], big["micro_batches"]) == (1024, 8, 128, 256, 2)
+    assert comm == {"tp": (2 * 80 + 1) * 2, "dp": 80}
+    assert big["comm_total_s"]["dp"] > own["comm_total_s"]["dp"]
+    # 32 times the replicas: up to 32 times the tokens, less the longer ring's exposed tail (2(n−1)/n of the bytes)
+    assert 0.8 * 32 * own["tokens_per_s"] < big["tokens_per_s"] < 32 * own["tokens_per_s"]
+    pipeline, _ = _replay(client, scenario="pipeline", stages=4, microbatches=8, gpus=256)
+    assert (pipeline["pp"], pipeline["dp"], pipeline["micro_batches"]) == (4, 8, 8)
+    for gpus, field in ((100, "gpus"), (0, "gpus"), (200_000, "gpus")):  # not a multiple of tp·pp = 32; out of bounds
+        bad = client.get("/api/estimate/replay", params={"scenario": "pipeline", "stages": 4, "gpus": gpus})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", field], bad.text

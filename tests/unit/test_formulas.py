@@ -231,3 +231,12 @@ def test_context_parallel_and_hsdp_bytes():
         context_parallel_bytes("ring", 10, 8, 16, 4)
     assert hsdp_bytes(1200, shards=4, replicas=2) == {"shard": 3 * 900, "replicate": 300}
     assert hsdp_bytes(1200, shards=1, replicas=4)["shard"] == 0
+
+
+@pytest.mark.parametrize("width,depth", [(16, 1), (64, 2), (128, 4)])
+def test_mlp_params_counts_what_torch_builds(width, depth):
+    """The calculator-vs-measured slide's Ψ: the formula against the parameters of the module torch builds."""
+    from simulations.scenarios.zero import IN_FEATURES, OUT_FEATURES, Params, mlp
+
+    model = mlp(Params(width=width, depth=depth))
+    assert f.mlp_params(IN_FEATURES, width, depth, OUT_FEATURES) == sum(p.numel() for p in model.parameters())
