@@ -7,7 +7,7 @@ only names what the slides ask and formats it; the slides call it at render time
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from simulations import estimate as est
@@ -129,7 +129,12 @@ class NoProjection(ValueError):
     """The live scenario has no modelled counterpart (yet)."""
 
 
-REPLAYED = ("pipeline", "ddp", "zero", "tensor_parallel", "parallel_3d", "ring_attention")
+REPLAYED = ("basics", "pipeline", "ddp", "zero", "hsdp", "tensor_parallel", "parallel_3d", "ring_attention", "ulysses",
+            "expert_parallel", "diloco")
+# The estimator's field for the live run's own, so that a mapping the modelled cluster cannot take is a 422
+# naming the parameter the user set (a Ulysses degree that does not divide the model's heads: world_size).
+LIVE_FIELDS = {"ring_attention": {"cp": "world_size"}, "ulysses": {"cp": "world_size"},
+               "expert_parallel": {"ep": "world_size"}, "diloco": {"workers": "world_size"}}
 
 
 def replay(scenario: str, params: dict, model: str = "llama3-70b", gpu_name: str = GPU,
@@ -138,12 +143,29 @@ def replay(scenario: str, params: dict, model: str = "llama3-70b", gpu_name: str
     `gpu_name`s. Every live rank that stands for a whole replica becomes a node (TP 8 inside it, the
     data-parallel, ZeRO or context-parallel group across nodes); the tensor-parallel run's ranks stay GPUs
     of one node; the 3D run keeps its TP × PP × DP degrees. `gpus` (None: the run's own size) scales the
-    run by data parallelism, each replica keeping its batch. Returns the estimate with its timeline."""
+    run by data parallelism, each replica keeping its batch. Returns the estimate with its timeline.
+
+    The others: the basics run is one GPU; HSDP's shard group a node (NVLink), its replicas other nodes;
+    Ulysses' ranks nodes, as the ring's; the expert-parallel ranks GPUs of one node, the run's experts and
+    top-k on the preset's shape; DiLoCo's workers nodes, and its step one outer round (`est.outer_round`)."""
     options = replay_layout(scenario, params)
+    inner_steps = options.pop("inner_steps", None)
     if gpus is not None:
         options = scale_by_data_parallelism(options, gpus)
-    spec, cluster, layout = est.build(model, gpu=gpu_name, **options)
-    return est.estimate(spec, cluster, layout, keep_spans=True)
+    if scenario == "hsdp":  # a cluster smaller than a node holds one shard group
+        options["zero_shards"] = min(options["zero_shards"], options["gpus"])
+    try:
+        spec, cluster, layout = est.build(model, gpu=gpu_name, **options)
+        if scenario == "diloco":  # every worker a node: its DDP layout is the baseline, its replica a worker
+            workers = layout.dp(cluster.gpus)
+            return est.outer_round(spec, cluster, replace(layout, global_batch=layout.global_batch // workers),
+                                   workers, inner_steps)
+        return est.estimate(spec, cluster, layout, keep_spans=True)
+    except est.LayoutError as exc:
+        field = LIVE_FIELDS.get(scenario, {}).get(exc.field)
+        if field is None:
+            raise
+        raise est.LayoutError(field, f"{exc.message} (the run's {field} is the modelled {exc.field})") from None
 
 
 def replay_layout(scenario: str, params: dict) -> dict:
@@ -185,6 +207,30 @@ def replay_layout(scenario: str, params: dict) -> dict:
     if scenario == "ring_attention":  # each rank on the ring a node, the sequence split over them
         ranks = number("world_size", 4)
         return dict(gpus=8 * ranks, tp=8, cp=ranks, zero_stage=1, micro_batch=1, global_batch=1)
+    if scenario == "ulysses":  # as the ring: each rank a node; Ulysses' all-to-alls or Llama 3's K/V all-gather
+        ranks, method = number("world_size", 4), params.get("method", "all_to_all")
+        if method not in ("all_to_all", "all_gather_kv"):
+            raise est.LayoutError("method", f"must be all_to_all or all_gather_kv, got {method!r}")
+        return dict(gpus=8 * ranks, tp=8, cp=ranks, cp_comm="all_to_all" if method == "all_to_all" else "all_gather",
+                    zero_stage=1, micro_batch=1, global_batch=1)
+    if scenario == "hsdp":
+        # The point of the slide: shard inside a node, on NVLink; replicate across nodes. So a shard group is a
+        # node, its S live ranks standing for the node's 8 GPUs (TP 1, ZeRO-3 over them), and each of the R
+        # replica groups another node; the gradient shard is all-reduced across the nodes. S = 1 is no sharding.
+        replicas, shards, b = number("replicas", 2), number("shards", 2), number("micro_batch", 2)
+        return dict(gpus=8 * replicas, tp=1, zero_stage=3, zero_shards=8 if shards > 1 else 1, micro_batch=b,
+                    global_batch=8 * replicas * b)
+    if scenario == "expert_parallel":  # each rank a GPU of one node (all-to-alls on NVLink), one sequence each
+        ranks = number("world_size", 4)
+        return dict(gpus=ranks, tp=1, ep=ranks, experts=number("experts", 8), top_k=number("top_k", 2), zero_stage=1,
+                    micro_batch=1, global_batch=ranks)
+    if scenario == "diloco":  # each worker a node, TP 8; its samples per step become sequences
+        workers, b = number("world_size", 4), number("batch_per_worker", 8)
+        return dict(gpus=8 * workers, tp=8, zero_stage=0, micro_batch=1, global_batch=workers * b,
+                    inner_steps=number("inner_steps", 5))
+    if scenario == "basics":  # one GPU; the run's batch of samples becomes one micro-batch of sequences
+        b = number("batch", 4)
+        return dict(gpus=1, tp=1, zero_stage=0, micro_batch=b, global_batch=b)
     raise NoProjection(f"no modelled cluster for the {scenario!r} scenario yet: {', '.join(REPLAYED)} have one")
 
 

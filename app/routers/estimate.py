@@ -117,7 +117,8 @@ class EstimateResult(BaseModel):
 class ReplayParams(BaseModel):
     model_config = ConfigDict(extra="allow")  # the live scenario's own parameters ride along
 
-    scenario: Literal["pipeline", "ddp", "zero", "tensor_parallel", "parallel_3d", "ring_attention"]
+    scenario: Literal["basics", "pipeline", "ddp", "zero", "hsdp", "tensor_parallel", "parallel_3d", "ring_attention",
+                      "ulysses", "expert_parallel", "diloco"]
     model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b"] = "llama3-70b"
     gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
     gpus: int | None = Field(None, ge=1, le=131072, description="GPUs of the modelled cluster; the run is scaled "

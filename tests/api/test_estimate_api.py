@@ -111,7 +111,7 @@ def test_replay_times_a_live_pipeline_run_on_a_modelled_cluster(client):
     assert max(s["end"] for s in body["timeline"]) == pytest.approx(body["step_time_s"])
     bad = client.get("/api/estimate/replay", params={"scenario": "pipeline", "stages": "many"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "stages"]
-    other = client.get("/api/estimate/replay", params={"scenario": "diloco"})
+    other = client.get("/api/estimate/replay", params={"scenario": "no_such_run"})
     assert other.status_code == 422 and other.json()["detail"][0]["loc"] == ["query", "scenario"]
 
 
@@ -208,3 +208,95 @@ def test_replay_on_a_cluster_of_the_users_size_scales_data_parallelism(client):
     for gpus, field in ((100, "gpus"), (0, "gpus"), (200_000, "gpus")):  # not a multiple of tp·pp = 32; out of bounds
         bad = client.get("/api/estimate/replay", params={"scenario": "pipeline", "stages": 4, "gpus": gpus})
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", field], bad.text
+
+
+def test_every_scenario_of_the_deck_can_be_replayed(client):
+    from app.estimate_math import REPLAYED
+    from simulations.scenarios import all_scenarios
+    assert set(all_scenarios()) == set(REPLAYED)
+    for name in REPLAYED:
+        r = client.get("/api/estimate/replay", params={"scenario": name})
+        assert r.status_code == 200, (name, r.text)
+        assert max(s["end"] for s in r.json()["timeline"]) == pytest.approx(r.json()["step_time_s"], rel=0.03), name
+
+
+def test_replay_hsdp_shards_inside_a_node_on_nvlink_and_reduces_across_nodes(client):
+    """2 replicas × 2 shards: each shard group a node of 8 GPUs (ZeRO-3 over them, TP 1), each replica a node.
+    The gathers take one layer's bf16 weights over NVLink; each layer's gradient shard crosses the nodes."""
+    from simulations.estimate import MODELS, cluster
+    from simulations.estimate.collectives import all_gather, place
+    body, comm = _replay(client, scenario="hsdp", replicas=2, shards=2, micro_batch=1)
+    assert (body["gpus"], body["tp"], body["dp"], body["zero_stage"], body["zero_shards"]) == (16, 1, 16, 3, 8)
+    assert comm == {"zero3": 3 * 80, "dp": 80}  # gathers and a reduce-scatter per layer; a shard bucket per layer
+    shard_group = place(8, 1, 8)
+    assert not shard_group.crosses_nodes
+    gather = all_gather(2 * MODELS["llama3-70b"].layer_params(), shard_group, cluster("h100-80gb", 16))
+    gathers = [s for s in body["timeline"] if s["kind"] == "zero3" and s["mb"] == 0][:80]  # the forward's
+    assert all(s["end"] - s["start"] == pytest.approx(gather, rel=1e-9) for s in gathers)
+    assert body["comm_total_s"]["dp"] > 0
+    bigger, _ = _replay(client, scenario="hsdp", replicas=2, shards=2, micro_batch=1, gpus=64)
+    assert (bigger["dp"], bigger["zero_shards"]) == (64, 8)  # 8 replica nodes now
+    unsharded, comm = _replay(client, scenario="hsdp", replicas=4, shards=1)
+    assert unsharded["zero_shards"] == 1 and "zero3" not in comm and comm["dp"] == 80
+
+
+@pytest.mark.parametrize("method,cp_comm", [("all_to_all", "all_to_all"), ("all_gather_kv", "all_gather")])
+def test_replay_ulysses_puts_its_collectives_on_the_critical_path(client, method, cp_comm):
+    body, comm = _replay(client, scenario="ulysses", world_size=4, method=method)
+    assert (body["gpus"], body["tp"], body["cp"], body["cp_comm"]) == (32, 8, 4, cp_comm)
+    assert comm["cp"] == 2 * 80  # after each layer's forward, and in its backward
+    assert body["exposed_comm_by_kind_s"]["cp"] == pytest.approx(body["comm_total_s"]["cp"])
+    bad = client.get("/api/estimate/replay", params={"scenario": "ulysses", "world_size": 16})  # 16 ∤ 8 heads per TP rank
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "world_size"], bad.text
+    if cp_comm == "all_to_all":
+        assert "heads per TP rank" in bad.json()["detail"][0]["msg"]
+
+
+def test_replay_expert_parallel_waits_for_its_all_to_alls(client):
+    """4 ranks, GPUs of one node, Llama 3 70B's shape with the run's 8 experts, top-2: per layer and direction,
+    the dispatch and the combine of each token's 2 copies, one all-to-all each on NVLink."""
+    from simulations.estimate import cluster
+    from simulations.estimate.collectives import all_to_all, place
+    body, comm = _replay(client, scenario="expert_parallel", world_size=4, experts=8, top_k=2)
+    assert (body["gpus"], body["tp"], body["ep"], body["dp"]) == (4, 1, 4, 4)
+    assert comm["ep"] == 2 * 80
+    routed = 8192 * 8192 * 2 * 2  # one sequence's tokens × hidden, bf16, 2 experts each
+    by_hand = 2 * all_to_all(routed, place(4, 1, 8), cluster("h100-80gb", 4))
+    spans = [s for s in body["timeline"] if s["kind"] == "ep"]
+    assert all(s["end"] - s["start"] == pytest.approx(by_hand, rel=1e-9) for s in spans)
+    one, _ = _replay(client, scenario="expert_parallel", world_size=4, experts=8, top_k=1)
+    assert one["comm_total_s"]["ep"] < body["comm_total_s"]["ep"]
+    bad = client.get("/api/estimate/replay", params={"scenario": "expert_parallel", "world_size": 3, "experts": 8})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "world_size"], bad.text
+
+
+def test_replay_diloco_is_one_outer_round(client):
+    """4 workers, each a node (TP 8), 5 inner steps with no traffic between workers, then one all-reduce of the
+    pseudo-gradient: each GPU's eighth of the model in fp32, across the 4 nodes (one GPU of each per ring)."""
+    from simulations.estimate import MODELS, cluster
+    from simulations.estimate.collectives import all_reduce, place
+    body, comm = _replay(client, scenario="diloco", world_size=4, inner_steps=5, batch_per_worker=8)
+    assert (body["gpus"], body["tp"], body["dp"], body["global_batch"]) == (32, 8, 4, 32)
+    assert comm == {"outer": 1}
+    inner = [s for s in body["timeline"] if s["kind"] == "inner"]
+    assert len(inner) == 5 and all(s["end"] <= outer["start"] + 1e-12 for s in inner
+                                   for outer in body["timeline"] if s["kind"] == "outer")
+    outer = next(s for s in body["timeline"] if s["kind"] == "outer")
+    by_hand = all_reduce(4 * MODELS["llama3-70b"].params() / 8, place(4, 8, 8), cluster("h100-80gb", 32))
+    assert outer["end"] - outer["start"] == pytest.approx(by_hand, rel=1e-9)
+    assert body["exposed_comm_by_kind_s"]["outer"] == pytest.approx(by_hand, rel=1e-9)
+    assert body["comm_total_s"]["dp"] == 0  # no gradient traffic between workers inside the round
+    # beside it, DDP over the same GPUs: the ddp replay of the same layout, 5 of its steps' all-reduces
+    ddp, _ = _replay(client, scenario="ddp", world_size=4, batch_per_rank=8)
+    assert body["comm_total_s"]["dp_baseline"] == pytest.approx(5 * ddp["comm_total_s"]["dp"], rel=1e-9)
+    assert body["tokens_per_s"] == pytest.approx(5 * 32 * 8192 / body["step_time_s"])
+    bad = client.get("/api/estimate/replay", params={"scenario": "diloco", "gpus": 12})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "gpus"], bad.text
+
+
+def test_replay_basics_is_one_gpu_and_replicas_on_more(client):
+    body, comm = _replay(client, scenario="basics", batch=4)
+    assert (body["gpus"], body["tp"], body["dp"], body["micro_batch"], body["micro_batches"]) == (1, 1, 1, 4, 1)
+    assert comm == {}
+    replicas, comm = _replay(client, scenario="basics", batch=4, gpus=8)
+    assert (replicas["dp"], replicas["global_batch"]) == (8, 32) and comm == {"dp": 80}

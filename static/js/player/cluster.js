@@ -10,7 +10,7 @@ import { staticSite } from './source.js';
 import { fetchProjection, render } from './views/projected.js';
 
 // The scenarios GET /api/estimate/replay maps onto a cluster (app.estimate_math.replay).
-export const REPLAYED = ['pipeline', 'ddp', 'zero', 'tensor_parallel', 'parallel_3d', 'ring_attention'];
+export const REPLAYED = ['basics', 'pipeline', 'ddp', 'zero', 'hsdp', 'tensor_parallel', 'parallel_3d', 'ring_attention', 'ulysses', 'expert_parallel', 'diloco'];
 const GPUS = [['h100-80gb', 'H100'], ['a100-80gb', 'A100'], ['h200', 'H200'], ['b200', 'B200']];
 const MODELS = [['llama3-70b', 'Llama 3 70B'], ['llama3-8b', 'Llama 3 8B'], ['llama3-405b', 'Llama 3 405B'],
   ['gpt3-175b', 'GPT-3 175B']];
