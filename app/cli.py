@@ -145,7 +145,8 @@ def list_scenarios() -> None:
 
 @cli.command("estimate")
 def estimate_cmd(
-    model: Annotated[str, typer.Option(help="gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b or custom.")] = "llama3-70b",
+    model: Annotated[str, typer.Option(
+        help="gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b or custom.")] = "llama3-70b",
     layers: Annotated[int | None, typer.Option(help="Layers (custom, or override a preset).")] = None,
     hidden: Annotated[int | None, typer.Option(help="Hidden size.")] = None,
     heads: Annotated[int | None, typer.Option(help="Attention heads.")] = None,

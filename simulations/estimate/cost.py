@@ -366,7 +366,8 @@ def replica_groups(model: Model, layout: Layout, cluster: Cluster, g: dict[str, 
                                                     stage_param_split(model, layout, 0))
     shards = layout.zero_shards or dpc
     n, t = cluster.gpus_per_node, layout.tp
-    found = [Replicas(dense, dense_stage, shards, place(shards, t, n), dpc // shards, place(dpc // shards, t * shards, n)),
+    replicas = dpc // shards  # consecutive ranks shard; the ranks holding the same shard are t·shards apart
+    found = [Replicas(dense, dense_stage, shards, place(shards, t, n), replicas, place(replicas, t * shards, n)),
              Replicas(expert, expert_stage, dpc // layout.ep, g["edp"])]
     return [r for r in found if r.stage > 0 and r.ranks * r.across > 1]
 
@@ -394,7 +395,8 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
     if model.gated_mlp:  # Korthikanti's 34 counts a 4h GeLU MLP; SwiGLU keeps two f-wide inputs and an output
         per_layer *= (34 + 6 * (model.ffn_hidden / model.hidden - 4)) / 34 if recompute != "full" else 1
     if c > 1 and layout.cp_comm == "all_gather" and recompute != "full":  # the other ranks' K, V kept for backward
-        per_layer += (c - 1) * 2 * micro_batch * model.seq_len / c * kv_heads_per_tp_rank(model, t) * model.head_dim * BF16
+        kv_heads = kv_heads_per_tp_rank(model, t)
+        per_layer += (c - 1) * 2 * micro_batch * model.seq_len / c * kv_heads * model.head_dim * BF16
     layers = math.ceil(model.layers / p)
     if layout.schedule == "gpipe":
         in_flight = m
@@ -557,7 +559,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     comm_total["tp"] += ends
     exposed = {"tp": (lt.tp_forward * (2 if layout.recompute == "full" else 1) + tp_bwd_exposed) * model.layers / p * m
                + ends,
-               "cp": (replays * lt.cp_forward_exposed + lt.cp_backward_exposed) * model.layers / p * m, "ep": lt.ep_exposed * model.layers / p * m,
+               "cp": (replays * lt.cp_forward_exposed + lt.cp_backward_exposed) * model.layers / p * m,
+               "ep": lt.ep_exposed * model.layers / p * m,
                "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
     traffics = [sharded_traffic(r.stage, layout.zero_stage, r.ranks, r.across, m, layout.grad_reduce_bytes, BF16)
                 for r in replicas]
@@ -609,7 +612,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     # ZeRO-3's gathers and scatters on the zero3 lane; the data-parallel reduction (HSDP's across replicas) on dp
     in_group = sum(wire_bytes(both["shard"], r.ranks) for r, both in zip(replicas, traffics))
     across = sum(wire_bytes(both.get("replicate", {}), r.across) for r, both in zip(replicas, traffics))
-    wire = {"dp": across + (in_group if layout.zero_stage < 3 else 0.0), "zero3": in_group if layout.zero_stage == 3 else 0.0,
+    wire = {"dp": across + (in_group if layout.zero_stage < 3 else 0.0),
+            "zero3": in_group if layout.zero_stage == 3 else 0.0,
             "tp": tp_ops * per_op if t > 1 else 0.0, "pp": 2 * m * v * act if p > 1 else 0.0}
     if model.experts and layout.ep > 1:  # dispatch and combine, forward and backward: 4 all-to-alls a layer
         routed = tokens * model.hidden * BF16 * model.top_k
