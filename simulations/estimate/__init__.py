@@ -6,7 +6,8 @@
 
 Pure Python: it imports simulations.formulas (memory, bytes) and the pipeline schedules of
 simulations.scenarios.pipeline_schedules, never torch. Hardware figures and their sources:
-hardware.py; the cost model: cost.py; validation against published runs: tests.
+hardware.py; the cost model: cost.py; DiLoCo's outer round: diloco.py; validation against published runs:
+tests.
 """
 
 from simulations.estimate.cost import Estimate, estimate

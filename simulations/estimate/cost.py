@@ -13,13 +13,21 @@ on a stream beside compute with the dependencies a real step has:
 - TP all-reduces (or all-gathers and reduce-scatters with sequence parallelism) sit on the
   critical path of the layer in forward; in backward they overlap the weight-gradient matmuls
   (Korthikanti et al. 2022, sec. 6.2);
-- CP passes K and V around a ring while attention computes (ring attention); EP all-to-alls wait;
+- CP (`Layout.cp_comm`) passes K and V around a ring while attention computes (ring attention, Liu et
+  al. 2023); or all-to-alls Q, K, V to head shards and O back (DeepSpeed-Ulysses, Jacobs et al. 2023), or
+  all-gathers K and V and reduce-scatters their gradients (Llama 3, Dubey et al. 2024 sec. 3.3.2), both
+  on the critical path; EP's dispatch and combine all-to-alls wait too;
 - PP sends an activation per micro-batch to the next stage (beside compute, or blocking both ranks as
   Megatron-LM did before overlap_p2p_comm); the schedule (`schedule.run`) turns
   the stage durations into a makespan, and its idle time is the bubble;
 - DP reduces the gradients at the end of the step, overlapping the last micro-batch's backward
   bucket by bucket when `overlap_grad_reduce`; ZeRO-3 gathers each layer's parameters one layer
-  ahead (prefetch), in forward and again in backward, and reduce-scatters its gradients.
+  ahead (prefetch), in forward and again in backward, and reduce-scatters its gradients; hybrid
+  sharding (`Layout.zero_shards`, HSDP) does that inside groups of consecutive ranks and all-reduces
+  each gradient shard across the groups, bucket by bucket as DP does.
+  Each parameter is reduced (and, under ZeRO, sharded) over the ranks that replicate it: the dense ones
+  over DP·CP, a mixture of experts' expert weights over their expert-data-parallel group, dp·cp/ep ranks
+  (`replica_groups`).
 Memory per GPU: simulations.formulas (model states by ZeRO stage, activations per layer).
 """
 

@@ -2,6 +2,8 @@
 
 Rank order, fastest-varying first, as Megatron-LM builds its groups: TP, CP, DP (EP splits the DP
 ranks of the MoE layers), PP. So TP groups sit inside a node, and PP stages are the furthest apart.
+The MoE layers fold the same ranks as TP, EP, expert-DP, PP (Megatron-core's expert rank order): an EP
+group's ranks are TP apart, and each expert is replicated on dp·cp/ep ranks TP·EP apart.
 """
 
 from __future__ import annotations
