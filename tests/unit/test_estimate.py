@@ -514,3 +514,26 @@ def test_hsdp_bytes_agree_with_a_live_hsdp_run(run_scenario):
     for dim in ("shard", "replicate"):
         for sent in figures["bytes_per_rank_per_step"][dim]:
             assert wire_bytes(traffic[dim], 2) == pytest.approx(sent, rel=1e-12)
+
+
+def test_diloco_round_sends_the_fp32_pseudo_gradient_once_and_keeps_the_outer_state():
+    """4 workers of one node each (TP 8), H = 10: per round each GPU sends 2·3/4 of its eighth of the model in
+    fp32 (the ring all-reduce of Δ), against DDP's 10 all-reduces of bf16 gradients; and keeps the global θ
+    and the outer momentum, 4 + 4 bytes per parameter it holds."""
+    from dataclasses import replace
+
+    from simulations.estimate import MODELS, outer_round
+    model = MODELS["llama3-8b"]
+    spec, c, layout = build("llama3-8b", gpus=32, tp=8, zero_stage=0, micro_batch=1, global_batch=8)
+    e = outer_round(spec, c, replace(layout, global_batch=2), workers=4, inner_steps=10)
+    share = model.params() / 8
+    assert e.comm_bytes_per_gpu["outer"] == pytest.approx(2 * 3 / 4 * 4 * share, rel=1e-12)
+    assert e.comm_bytes_per_gpu["dp_baseline"] == pytest.approx(10 * 2 * 3 / 4 * 2 * share, rel=1e-12)
+    assert e.memory_per_gpu_bytes["outer"] == pytest.approx(8 * share)
+    assert [s["kind"] for s in e.spans] == ["inner"] * 10 + ["outer", "opt"]
+    assert e.spans[-1]["end"] == pytest.approx(e.step_time_s)
+    assert e.comm_total_s["dp"] == 0 and e.exposed_by_kind["outer"] == pytest.approx(
+        all_reduce(4 * share, place(4, 8, 8), c), rel=1e-12)
+    with pytest.raises(LayoutError) as info:
+        outer_round(spec, c, layout, workers=3, inner_steps=10)
+    assert info.value.field == "workers"
