@@ -323,10 +323,11 @@ def groups(cluster: Cluster, layout: Layout) -> dict[str, Group]:
 
 def layer_param_split(model: Model, layout: Layout) -> tuple[float, float]:
     """One layer's parameters on one GPU, (dense, expert): attention and norms split over TP; a mixture of
-    experts' FFNs also over EP. A dense model's FFN counts as dense."""
+    experts' FFNs also over EP. A dense model's FFN, and experts not split over EP (ep = 1, so replicated
+    on every data-parallel rank as the dense weights are), count as dense."""
     ffn = (3 if model.gated_mlp else 2) * model.hidden * model.ffn_hidden * max(1, model.experts)
     attn = model.layer_params() - ffn
-    if not model.experts:
+    if not model.experts or layout.ep == 1:
         return (attn + ffn) / layout.tp, 0.0
     return attn / layout.tp, ffn / layout.ep / layout.tp
 

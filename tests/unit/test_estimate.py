@@ -537,3 +537,16 @@ def test_diloco_round_sends_the_fp32_pseudo_gradient_once_and_keeps_the_outer_st
     with pytest.raises(LayoutError) as info:
         outer_round(spec, c, layout, workers=3, inner_steps=10)
     assert info.value.field == "workers"
+
+
+def test_hsdp_of_a_mixture_of_experts_without_ep_shards_the_experts_with_the_rest():
+    """With ep = 1 every expert is replicated on every data-parallel rank, as the dense weights are: hybrid
+    sharding shards them over the same 8-GPU groups (and with ep > 1 it is refused, naming zero_shards)."""
+    spec, c, layout = build("llama3-8b", gpus=64, tp=1, zero_stage=3, micro_batch=1, global_batch=64, experts=8,
+                            top_k=2)
+    e = estimate(spec, c, replace_layout(layout, zero_shards=8))
+    dense, expert = _moe_shares(spec, 32, 1)
+    assert e.memory_per_gpu_bytes["optimizer"] == pytest.approx(12 * (dense + expert) / 8)
+    with pytest.raises(LayoutError) as info:
+        estimate(spec, c, replace_layout(layout, zero_shards=8, ep=8))
+    assert info.value.field == "zero_shards"
