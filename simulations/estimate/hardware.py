@@ -27,8 +27,11 @@ Measured:
   about 150 GB/s at 58 MB (scaling book gpus.md, "Empirical measurements", SHARP off);
 - FlashAttention: FA2 reaches 50-73 % of peak on A100 (forward; Dao 2023, arXiv:2307.08691), FA3 up to 75 %
   on H100 (forward, bf16; Shah et al. 2024, arXiv:2407.08608); backward lower: we take 0.6;
-- NCCL's latency model, Simple protocol (NVIDIA/nccl src/graph/tuning.cc, baseLat and hwLat): ring 8.4 µs
-  base + 5.7 µs per NVLink step or 6.6 µs per network step; tree 28 µs (NVLink) / 50 µs (network) per level.
+- NCCL's latency model, Simple protocol (NVIDIA/nccl 2.30, src/graph/tuning.cc at 5067397, 2026-06-11:
+  baseLatencies, hwLatencies, and how ncclTopoTuneModel adds them up): 8.4 µs base for ring and tree, 8.0 for
+  PAT; per ring step 3.4 µs on NVLink and 14 µs across the network; per tree level 4.0 µs (NVLink) and 14 µs
+  (network); PAT, for all-gathers and reduce-scatters with one GPU per node only, 14/3.5 µs per level plus
+  2.8 µs per rank, at 0.75 of the ring's bus bandwidth.
 
 Assumptions (no published microbenchmark read for them; stated so that they can be checked):
 - H100 SXM sustains what H200 does (same GH100 compute and 700 W cap; the MAMF table says "H200 is the same");
@@ -58,9 +61,10 @@ FLASH_ATTENTION_EFFICIENCY = 0.6  # FA2 50-73 % on A100, FA3 up to 75 % forward 
 HALF_BANDWIDTH_BYTES_AT_450 = 58e6 * (370 / 150 - 1)
 
 # NCCL's own latency model, microseconds (NVIDIA/nccl src/graph/tuning.cc, Simple protocol).
-NCCL_RING_BASE_US = 8.4
-NCCL_RING_STEP_US = {"nvlink": 5.7, "network": 6.6}
-NCCL_TREE_STEP_US = {"nvlink": 28.0, "network": 50.0}
+NCCL_BASE_US = {"ring": 8.4, "tree": 8.4, "pat": 8.0}
+NCCL_RING_STEP_US = {"nvlink": 3.4, "network": 14.0}
+NCCL_TREE_STEP_US = {"nvlink": 4.0, "network": 14.0}
+NCCL_PAT_LEVEL_US, NCCL_PAT_RANK_US, NCCL_PAT_BANDWIDTH = 14.0 / 3.5, 2.8, 0.75
 
 
 @dataclass(frozen=True)
