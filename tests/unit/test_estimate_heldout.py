@@ -65,7 +65,7 @@ from dataclasses import replace
 
 import pytest
 
-from simulations.estimate import MODELS, Layout, Model, cluster, estimate, gpt
+from simulations.estimate import MODELS, Layout, LayoutError, Model, cluster, estimate, gpt
 from tests.unit.test_estimate_validation import _report
 
 H100 = "h100-80gb"
@@ -255,40 +255,46 @@ def test_nemo_weak_scaling_is_flat_as_published(name):
 
 @pytest.mark.parametrize("name", list(NEMO_TABLES))
 def test_published_nemo_layouts_fit(name):
-    """Every published layout ran, so it must fit in 80 GB in the model too; the 340B recipe on 128 GPUs
-    (DP 2, its smallest) does not in the model, a memory overestimate reported, not asserted."""
+    """Every published layout ran, so it must fit in 80 GB in the model too. The 340B recipe on 128 GPUs
+    (DP 2, its smallest) does not in the model: its optimizer states, sharded over only 2 ranks, count 12 bytes
+    a parameter (fp32 master, m, v), while the recipe keeps them in bf16 (nemotron4-340b-synth.yaml,
+    optim.dtype: bf16, Apex's distributed Adam), which Layout cannot say."""
     rows = nemo_rows(name)
-    if name == "nemotron4-340b":
-        rows = rows[1:]
-    assert all(r[5].fits for r in rows)
+    assert all(r[5].fits for r in rows[1:])
+    if not rows[0][5].fits:
+        gb = {k: round(v / 1e9, 1) for k, v in rows[0][5].memory_per_gpu_bytes.items()}
+        pytest.xfail(f"{rows[0][0]} does not fit in the model: {gb}")
+    assert rows[0][5].fits
 
 
 def test_llama3_table_4_tflops_per_gpu():
     rows = llama3_rows()
     _table("Llama 3 405B, Table 4 (TFLOPs per GPU; V chosen by the estimator's auto)", rows, "TFLOP/s")
+    print("  with V fixed (V = 2 and 4 put 8 layers on every rank, as the paper's pipeline does):")
+    for v in (1, 2, 4):
+        print(f"  V = {v}: " + ", ".join(
+            f"{r[0]} {r[3]:.0f} TFLOP/s ({r[4]:+.1%}, bubble {r[5].bubble_fraction:.0%}, "
+            f"{r[5].memory_per_gpu_bytes['total'] / 1e9:.0f} GB)" for r in llama3_rows(v)))
     assert all(r[5].fits for r in rows)
     _target("llama3 table 4", rows)
 
 
-def test_llama3_virtual_stages():
+def test_llama3_published_virtual_stages_fit():
     """V is not in Table 4, but the text fixes it: the first model chunk on the first stage holds only the
     embedding and the last chunk only the output layer and loss, after one layer was taken from each end,
-    so every chunk is one layer: 126 layers + 2 = 16 ranks × 8 chunks, V = 8, and the paper trains 8K
-    sequences without activation checkpointing. The estimator cannot place that (pp·v must be at most the
-    layers), and by its memory model no V > 1 fits at micro-batch 1 without recomputation, so `auto` falls
-    back to V = 1 (plain 1F1B, bubble (p−1)/(m+p−1)). Asserted: what the estimator does now."""
-    rows = llama3_rows()
-    assert [r[5].layout.virtual_stages for r in rows] == [1, 1, 1]
-    print("\nLlama 3 405B, Table 4 with V fixed (V = 2 and 4 put 8 layers on every rank, as the paper's pipeline does)")
-    for v in (1, 2, 4):
-        fixed = llama3_rows(v)
-        print(f"  V = {v}: " + ", ".join(
-            f"{r[0]} {r[3]:.0f} TFLOP/s ({r[4]:+.1%}, bubble {r[5].bubble_fraction:.0%}, "
-            f"{r[5].memory_per_gpu_bytes['total'] / 1e9:.0f} GB)" for r in fixed))
-        if v > 1:
-            assert not any(r[5].fits for r in fixed)
-    with pytest.raises(ValueError):
-        llama3_rows(8)
+    so every chunk is one layer: 126 layers + 2 = 16 ranks × 8 chunks, V = 8; and the paper trains 8K
+    sequences without activation checkpointing. So the published layout, V = 8, ran in 80 GB. Today the
+    estimator cannot place it (pp·v must be at most the layers, so 16 × 8 > 126 is refused), and by its memory
+    model no V > 1 fits at micro-batch 1 without recomputation (V = 2 and 4, which do put 8 layers on every
+    rank, come to 107 and 93 GB), so `auto` falls back to V = 1, plain 1F1B."""
+    try:
+        rows = llama3_rows(8)
+    except LayoutError as error:
+        pytest.xfail(f"V = 8 is refused: {error}; V = 2 and 4 fit: "
+                     f"{[all(r[5].fits for r in llama3_rows(v)) for v in (2, 4)]}")
+    if not all(r[5].fits for r in rows):
+        pytest.xfail(f"V = 8 does not fit: {[round(r[5].memory_per_gpu_bytes['total'] / 1e9) for r in rows]} GB")
+    assert all(r[5].fits for r in rows)
 
 
 def llama_layer_activation_bytes(tokens: int, hidden: int, ffn: int, kv_dim: int, tp: int) -> float:
