@@ -258,7 +258,8 @@ def test_published_nemo_layouts_fit(name):
     """Every published layout ran, so it must fit in 80 GB in the model too. The 340B recipe on 128 GPUs
     (DP 2, its smallest) does not in the model: its optimizer states, sharded over only 2 ranks, count 12 bytes
     a parameter (fp32 master, m, v), while the recipe keeps them in bf16 (nemotron4-340b-synth.yaml,
-    optim.dtype: bf16, Apex's distributed Adam), which Layout cannot say."""
+    optim.dtype: bf16: Apex's distributed Adam then keeps m, v and its master shard in bf16, about 6 bytes a
+    parameter), which Layout cannot say."""
     rows = nemo_rows(name)
     assert all(r[5].fits for r in rows[1:])
     if not rows[0][5].fits:
