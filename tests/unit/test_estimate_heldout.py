@@ -31,9 +31,11 @@ Llama 3 405B on H100 SXM 80 GB (Meta's RoCE cluster, 400 Gb/s per GPU), TP/CP/PP
 DP group as published; published: TFLOPs per GPU (BF16 MFU 43 / 41 / 38 %). v1 of the paper prints DP 4 in
 the third row; 16,384 GPUs / (8 · 16 · 16) and 16M tokens / (16 · 131,072) both give 8, as v3 prints.
 From the text: FSDP sharding gradients and optimizer states, parameters not resharded after forward
-(ZeRO-1/2-like; modelled as ZeRO-1, which reduces once per step as fp32 accumulation over the micro-batches implies, but keeps full bf16 gradients), gradients reduce-scattered in fp32, no activation checkpointing at 8K, interleaved
-schedule with asynchronous P2P, CP by all-gathering K and V. Not published: micro-batch (1 taken: 8K
-tokens without recomputation), V (see test_llama3_published_virtual_stages_fit), the exact FLOP count.
+(ZeRO-1/2-like; modelled as ZeRO-1, which reduces once per step as fp32 accumulation over the micro-batches
+implies, but keeps full bf16 gradients), gradients reduce-scattered in fp32, no activation checkpointing at
+8K, interleaved schedule with asynchronous P2P, CP by all-gathering K and V. Not published: micro-batch (1
+taken: 8K tokens without recomputation), V (see test_llama3_published_virtual_stages_fit), the exact FLOP
+count.
 
 Table F: NVIDIA/Megatron-LM README, "Training Speed and Scalability" (commit f2e5db4, July 2024,
 images/model_table.png): Megatron-Core r0.8.0 weak scaling on H100, GPT models with vocabulary 131,072,
