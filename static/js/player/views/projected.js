@@ -179,11 +179,14 @@ function draw(target, est, { width: W, height: H }) {
     head.append('text').attr('class', 'projected-title').attr('data-keep', '').attr('x', PAD).attr('y', y - 6)
       .style('font-size', `${TITLE}px`).text(line);
   }
+  const warning = 'does not fit in memory';
   for (const line of wrap(figures(est), W - 2 * PAD, LABEL, ' · ')) {
     y += LABEL + 6;
-    head.append('text').attr('class', 'lane-label projected-figures').attr('data-keep', '').attr('x', PAD)
-      .attr('y', y - 6).style('font-size', `${LABEL}px`)
-      .classed('projected-warning', line.includes('does not fit')).text(line);
+    const text = head.append('text').attr('class', 'lane-label projected-figures').attr('data-keep', '').attr('x', PAD)
+      .attr('y', y - 6).style('font-size', `${LABEL}px`);
+    const [plain, warned] = line.endsWith(warning) ? [line.slice(0, -warning.length), warning] : [line, ''];
+    text.append('tspan').text(plain);
+    if (warned) text.append('tspan').attr('class', 'projected-warning').text(warned);
   }
   const top = y + 8;
 
