@@ -44,8 +44,8 @@ def test_a_live_run_is_replayed_on_a_modelled_cluster(page, deck_url):
     page.goto(f"{deck_url}/#/on-a-cluster/1")  # step 0 asks the prediction question
     page.wait_for_selector("html.deck-ready")
     # The view draws into a layer of its SVG (the player's frame layer), which carries the count.
-    page.wait_for_selector("#on-a-cluster svg.sim-view-projected [data-spans]", timeout=120_000)
-    spans = int(page.get_attribute("#on-a-cluster svg.sim-view-projected [data-spans]", "data-spans"))
+    page.wait_for_selector("#on-a-cluster svg.sim-view-projected[data-spans]", timeout=120_000)
+    spans = int(page.get_attribute("#on-a-cluster svg.sim-view-projected[data-spans]", "data-spans"))
     assert spans == 2 * 4 * 8 + 4  # F and B of 8 micro-batches on 4 stages, and each stage's optimizer step
     # 4 stages, each a node of 8 GPUs, said in words
     assert "Llama 3 70B on 32 H100s, modelled" in page.text_content("#on-a-cluster svg.sim-view-projected")
@@ -55,7 +55,7 @@ def _replayed(page, deck_url, slide):
     page.goto(f"{deck_url}/#/{slide}/0")
     page.wait_for_selector("html.deck-ready")
     svg = f"#{slide} svg.sim-view-projected"
-    page.wait_for_selector(f"{svg} [data-spans]", timeout=120_000)
+    page.wait_for_selector(f"{svg}[data-spans]", timeout=120_000)
     return svg
 
 
@@ -229,3 +229,41 @@ def test_a_modelled_cluster_reads_from_the_back_row(browser, deck_url, size):
         print("smallest rendered text per view (px):", dict(sorted(smallest.items())))  # noqa: T201
     finally:
         context.close()
+
+
+def _answer(timeline: list[dict]) -> dict:
+    """An estimator's answer of the replay's shape around `timeline` (the scenarios whose replays are still to come)."""
+    return {"model": "llama3-8b", "gpu": "h100-80gb", "gpus": 64, "gpus_per_node": 8, "tp": 1, "pp": 1, "cp": 2,
+            "ep": 4, "dp": 32, "zero_stage": 1, "schedule": "1f1b", "recompute": "selective", "global_batch": 64,
+            "micro_batch": 1, "virtual_stages": 1, "micro_batches": 1, "step_time_s": 4.0, "tokens_per_s": 1.0,
+            "model_tflops_per_gpu": 1.0, "mfu": 0.4, "bubble_fraction": 0.0, "exposed_comm_s": 0.5,
+            "exposed_comm_by_kind_s": {}, "comm_total_s": {}, "compute_s": 3.5, "optimizer_s": 0.0,
+            "memory_per_gpu_bytes": {"total": 1.0}, "gpu_memory_bytes": 8e10, "fits": True, "timeline": timeline}
+
+
+def test_new_kinds_of_span_get_lanes_names_and_colours_of_their_own(page, deck_url):
+    """DiLoCo's inner steps and outer sync, expert all-to-alls, Ulysses' (or Llama 3's) CP communication: each
+    communication kind on a lane named for it, inner steps named on the compute lane and in the legend."""
+    span = {"rank": 0, "stage": 0, "layer": None}
+    timeline = [{**span, "stream": "compute", "kind": "step", "mb": i, "start": i * 0.8, "end": i * 0.8 + 0.8}
+                for i in range(4)]
+    timeline += [{**span, "stream": "compute", "kind": "opt", "mb": -1, "start": 3.7, "end": 4.0},
+                 {**span, "stream": "comm", "kind": "outer", "mb": -1, "start": 3.2, "end": 3.7},
+                 {**span, "stream": "comm", "kind": "ep", "mb": 0, "start": 0.1, "end": 0.3},
+                 {**span, "stream": "comm", "kind": "ep", "mb": 1, "start": 0.9, "end": 1.1},
+                 {**span, "stream": "comm", "kind": "cp", "mb": 0, "start": 0.4, "end": 0.5},
+                 {**span, "stream": "comm", "kind": "dp", "mb": -1, "start": 3.0, "end": 3.2}]
+    page.route("**/api/estimate/replay?*", lambda route: route.fulfill(json=_answer(timeline)))
+    sim = _modelled(page, deck_url, "ddp-live")
+    view = f"{sim} svg.sim-cluster-view"
+    labels = page.locator(f"{view} text.lane-label:not(.projected-figures)").all_text_contents()
+    assert labels == ["compute", "CP comm.", "EP all-to-all", "DP reduce", "outer sync"], labels
+    assert page.locator(f"{view} .projected-title").text_content() == "Llama 3 8B on 64 H100s, modelled"
+    assert "CP 2 · EP 4 · DP 32" in page.text_content(view)
+    assert page.locator(f"{view} .span-step").count() == 4
+    assert page.locator(f"{view} .span-step .span-label").all_text_contents() == ["step 1", "step 2", "step 3", "step 4"]
+    assert sorted(page.locator(f"{view} .legend-label").all_text_contents()) == ["inner step", "optimizer"]
+    fills = page.evaluate(f"() => Object.fromEntries(['step', 'opt', 'outer', 'ep', 'cp', 'dp'].map(k => [k,"
+                          f" getComputedStyle(document.querySelector('{view} .span-' + k + ' rect')).fill]))")
+    assert len(set(fills.values())) == len(fills), fills  # each kind its own colour
+    assert page.locator(f"{view} .span-outer rect title").text_content().startswith("outer sync of the pseudo-gradients")

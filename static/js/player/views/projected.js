@@ -43,14 +43,14 @@ const COMM_LANE = {
 const COMM_SHORT = { tp: 'TP', cp: 'CP', ep: 'EP', zero3: 'ZeRO-3', dp: 'DP', outer: 'outer' };
 // What the compute lanes' colours mean, for the legend (long name, and a shorter one for narrow panes).
 const LEGEND_NAMES = {
-  F: ['forward', 'fwd'], B: ['backward', 'bwd'], W: ['weight grad', 'W'], opt: ['optimizer', 'opt'],
-  step: ['inner step', 'step'],
+  F: ['forward', 'fwd'], B: ['backward', 'bwd'], W: ['weight grad', 'W'], step: ['inner step', 'step'],
+  opt: ['optimizer', 'opt'],
 };
 const FILL = {
   F: 'var(--role-params, #5cc8ff)', B: 'var(--role-grads, #7ee07e)', W: 'var(--role-optimizer, #ffb454)',
-  opt: 'var(--fg-muted, #9aa3b2)', step: 'var(--role-params, #5cc8ff)',
+  opt: 'var(--fg-muted, #9aa3b2)', step: 'var(--role-params, #5cc8ff)', outer: 'var(--fg, #e8eaed)',
   dp: 'var(--role-activations, #c792ea)', tp: 'var(--danger, #ff6b6b)', zero3: 'var(--accent-strong, #ffcf5c)',
-  cp: '#4dd0b0', ep: 'var(--role-buffer, #ff8fa3)', outer: 'var(--accent-strong, #ffcf5c)',
+  cp: '#4dd0b0', ep: 'var(--role-buffer, #ff8fa3)',
 };
 const OTHER_FILL = 'var(--fg-muted, #9aa3b2)';
 
@@ -253,7 +253,7 @@ function draw(target, est, { width: W, height: H }) {
     for (const k of [...computeKinds].reverse()) {
       const text = LEGEND_NAMES[k][legendNames];
       lx -= textWidth(text, LABEL) + 34;
-      const g = target.append('g').attr('class', `legend span-${k}`).attr('transform', `translate(${lx},${axisY + AXIS + LEGEND - 12})`);
+      const g = target.append('g').attr('class', `legend legend-${k}`).attr('transform', `translate(${lx},${axisY + AXIS + LEGEND - 12})`);
       g.append('rect').attr('y', -15).attr('width', 16).attr('height', 16).style('fill', FILL[k]);
       g.append('text').attr('class', 'legend-label').attr('x', 22).attr('y', 0).style('font-size', `${LABEL}px`).text(text);
     }
