@@ -258,14 +258,14 @@ function draw(target, est, { width: W, height: H }) {
       g.append('text').attr('class', 'legend-label').attr('x', 22).attr('y', 0).style('font-size', `${LABEL}px`).text(text);
     }
   }
-  mark(target, { spans: spans.length });
+  mark(target, { spans: spans.length, label: title(est) });
 }
 
 /** Say what the view shows on the layer and on its SVG (where the player and the tests read it). */
-function mark(target, { spans = null, error = null }) {
+function mark(target, { spans = null, error = null, label = error }) {
   const nodes = [target.node(), target.node().ownerSVGElement].filter(Boolean);
   for (const node of nodes) {
-    for (const [name, value] of [['data-spans', spans], ['data-error', error]]) {
+    for (const [name, value] of [['data-spans', spans], ['data-error', error], ['aria-label', label]]) {
       if (value == null) node.removeAttribute(name);
       else node.setAttribute(name, value);
     }
