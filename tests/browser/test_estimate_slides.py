@@ -267,3 +267,17 @@ def test_new_kinds_of_span_get_lanes_names_and_colours_of_their_own(page, deck_u
                           f" getComputedStyle(document.querySelector('{view} .span-' + k + ' rect')).fill]))")
     assert len(set(fills.values())) == len(fills), fills  # each kind its own colour
     assert page.locator(f"{view} .span-outer rect title").text_content().startswith("outer sync of the pseudo-gradients")
+
+
+def test_the_sizes_offered_are_multiples_of_the_run_in_whole_nodes(page, deck_url):
+    page.goto(f"{deck_url}/#/ddp-live/0")
+    page.wait_for_selector("html.deck-ready")
+    sizes = page.evaluate("async () => { const m = await import('/static/js/player/views/projected.js');"
+                          " return Object.fromEntries([1, 2, 4, 24, 32, 16384].map(n => [n, m.clusterSizes(n)])); }")
+    assert sizes["4"] == [4, 8, 32, 128, 512, 1024, 2048, 16384]  # TP 4 in one node: ×2 is a whole node
+    assert sizes["32"] == [32, 64, 256, 1024, 4096, 16384]  # ×1, ×2, ×8, ×32, ×128, ×512
+    assert sizes["24"] == [24, 48, 192, 768, 3072, 12288]  # 1,024 is no multiple of 24
+    assert sizes["16384"] == [16384]
+    for own, offered in sizes.items():
+        assert offered[0] == int(own) and offered == sorted(set(offered)) and offered[-1] <= 16384
+        assert all(n % int(own) == 0 and (n <= 8 or n % 8 == 0) for n in offered), (own, offered)
