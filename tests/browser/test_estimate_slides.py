@@ -281,3 +281,23 @@ def test_the_sizes_offered_are_multiples_of_the_run_in_whole_nodes(page, deck_ur
     for own, offered in sizes.items():
         assert offered[0] == int(own) and offered == sorted(set(offered)) and offered[-1] <= 16384
         assert all(n % int(own) == 0 and (n <= 8 or n % 8 == 0) for n in offered), (own, offered)
+
+
+def test_side_by_side_players_are_timed_on_the_same_cluster(page, deck_url):
+    page.goto(f"{deck_url}/#/pp-side-by-side/0")
+    page.wait_for_selector("html.deck-ready")
+    sims = "#pp-side-by-side .live-sim"
+    page.wait_for_function(f"() => [...document.querySelectorAll('{sims}')].every(e => e.dataset.status === 'done')",
+                           timeout=180_000)
+    page.locator(f"{sims} select[name=time_on]").first.select_option("h200")
+    titles = f"() => [...document.querySelectorAll('{sims} svg.sim-cluster-view .projected-title')].map(t => t.textContent)"
+    page.wait_for_function(f"() => ({titles})().join('|') === 'Llama 3 70B on 32 H200s, modelled|Llama 3 70B on 32 H200s, modelled'",
+                           timeout=60_000)
+    page.wait_for_function(f"() => document.querySelector('{sims} select[name=cluster_gpus]').options.length > 1")
+    page.locator(f"{sims} select[name=cluster_gpus]").last.select_option("1024")
+    page.wait_for_function(f"() => ({titles})().every(t => t === 'Llama 3 70B on 1,024 H200s, modelled')", timeout=60_000)
+    # GPipe and 1F1B: the same bubble on the same cluster, two schedules
+    assert page.locator(f"{sims} svg.sim-cluster-view .span-F").count() == 2 * 4 * 8
+    page.locator(f"{sims} select[name=time_on]").last.select_option("machine")
+    assert page.locator(f"{sims} svg.sim-cluster-view").count() == 0
+    assert page.locator(f"{sims} svg.sim-view-pipeline").evaluate_all("(vs) => vs.every(v => v.checkVisibility())")

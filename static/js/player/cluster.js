@@ -14,6 +14,7 @@ import { GPU_NAMES, MODEL_NAMES, clusterSizes, count, fetchProjection, render } 
 // The scenarios GET /api/estimate/replay maps onto a cluster (app.estimate_math.replay).
 export const REPLAYED = ['pipeline', 'ddp', 'zero', 'tensor_parallel', 'parallel_3d', 'ring_attention'];
 const MEASURED = 'measured on this machine';
+const controls = new Set(); // every control, so that the players of one slide (side by side) are timed alike
 
 function select(name, options, title) {
   const el = Object.assign(document.createElement('select'), { name, title });
@@ -55,11 +56,13 @@ class ClusterControl {
     this.svg.setAttribute('role', 'img');
     this.svg.setAttribute('aria-label', 'this run modelled on a GPU cluster');
     this.drawn = null;
-    this.own = null; // { params: the run's parameters, gpus: its own size on the cluster }
+    this.own = null; // { key: the run's parameters, gpus: its own size on the cluster }
+    this.wanted = null; // a size chosen beside it (share) before this run's sizes were known
 
-    this.where.addEventListener('change', () => this.update());
-    this.size.addEventListener('change', () => this.draw());
-    this.model.addEventListener('change', () => this.draw());
+    this.where.addEventListener('change', () => { this.update(); this.share(); });
+    this.size.addEventListener('change', () => { this.draw(); this.share(); });
+    this.model.addEventListener('change', () => { this.draw(); this.share(); });
+    controls.add(this);
     // A re-run with new parameters is a new projection (and perhaps a new own size).
     new MutationObserver(() => { if (this.modelled) this.update(); })
       .observe(player.element, { attributes: true, attributeFilter: ['data-status'] });
@@ -83,8 +86,9 @@ class ClusterControl {
     const key = JSON.stringify(params);
     fetchProjection(this.player.scenario, params, { model: this.model.value, gpu: this.where.value }).then((est) => {
       if (JSON.stringify(this.params()) !== key) return; // a newer run asks for itself
-      if (this.own?.key !== key) {
-        const chosen = Number(this.size.value) || null;
+      if (this.own?.key !== key || this.wanted != null) {
+        const chosen = Number(this.wanted ?? this.size.value) || null;
+        this.wanted = null;
         const sizes = clusterSizes(est.gpus);
         this.own = { key, gpus: est.gpus };
         this.size.replaceChildren(...sizes.map((n) => Object.assign(document.createElement('option'),
@@ -96,6 +100,19 @@ class ClusterControl {
       this.nameSizes();
       this.sizeLabel.hidden = !this.modelled;
     }, () => {}); // a run the estimator cannot map offers no sizes; the view says why
+  }
+
+  /** The other players of this slide (two schedules side by side) follow a choice made in this one. */
+  share() {
+    for (const other of controls) {
+      if (other === this || !other.player.slide || other.player.slide !== this.player.slide) continue;
+      other.where.value = this.where.value;
+      other.model.value = this.model.value;
+      // Its sizes may not be known yet: it takes this one's when they are (offerSizes).
+      if ([...other.size.options].some((o) => o.value === this.size.value)) other.size.value = this.size.value;
+      else other.wanted = this.size.value;
+      other.update();
+    }
   }
 
   /** "32 × H100", "1,024 × H100": the options name the GPUs of the chosen type. */
@@ -133,8 +150,8 @@ class ClusterControl {
     const gpus = Number(this.size.value) || undefined;
     const cluster = { model: this.model.value, gpu: this.where.value, ...(gpus ? { gpus } : {}) };
     const params = this.params();
-    // A size chosen for an earlier run waits for this run's sizes (offerSizes draws then).
-    if (gpus && this.own?.key !== JSON.stringify(params)) return;
+    // A size chosen for an earlier run, or beside this one, waits for this run's sizes (offerSizes draws then).
+    if (this.wanted != null || (gpus && this.own?.key !== JSON.stringify(params))) return;
     const size = { width: Math.round(this.svg.clientWidth) || 960, height: Math.round(this.svg.clientHeight) || 520 };
     const key = JSON.stringify([cluster, params, size]);
     if (key === this.drawn) return;
