@@ -49,7 +49,7 @@ const LEGEND_NAMES = {
 const FILL = {
   F: 'var(--role-params, #5cc8ff)', B: 'var(--role-grads, #7ee07e)', W: 'var(--role-optimizer, #ffb454)',
   opt: 'var(--fg-muted, #9aa3b2)', step: 'var(--role-params, #5cc8ff)', outer: 'var(--fg, #e8eaed)',
-  dp: 'var(--role-activations, #c792ea)', tp: 'var(--danger, #ff6b6b)', zero3: 'var(--accent-strong, #ffcf5c)',
+  dp: 'var(--role-activations, #c792ea)', tp: 'var(--danger, #ff6b6b)', zero3: '#8c9eff', // indigo: apart from the weight-grad orange
   cp: '#4dd0b0', ep: 'var(--role-buffer, #ff8fa3)',
 };
 const OTHER_FILL = 'var(--fg-muted, #9aa3b2)';
