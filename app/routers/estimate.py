@@ -69,7 +69,7 @@ class EstimateQuery(EstimateParams):
 class Span(BaseModel):
     stream: Literal["compute", "comm"]
     rank: int = Field(description="Pipeline rank (stage index without virtual stages)")
-    kind: str = Field(description="F, B, W, opt or inner (a DiLoCo inner step) (compute); dp, tp, zero3, cp, ep or "
+    kind: str = Field(description="F, B, W, opt or step (a DiLoCo inner step) (compute); dp, tp, zero3, cp, ep or "
                                   "outer (DiLoCo's pseudo-gradient all-reduce) (communication)")
     stage: int
     mb: int = Field(description="Micro-batch; -1 for the step's DP reduction and the optimizer step")

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from simulations import formulas
 from simulations.estimate.hardware import (
     HALF_BANDWIDTH_BYTES_AT_450,
-    NCCL_RING_BASE_US,
+    NCCL_BASE_US,
+    NCCL_PAT_BANDWIDTH,
+    NCCL_PAT_LEVEL_US,
+    NCCL_PAT_RANK_US,
     NCCL_RING_STEP_US,
     NCCL_TREE_STEP_US,
     NETWORK_EFFICIENCY,
@@ -72,30 +75,50 @@ def ramp(size: float, bandwidth: float) -> float:
     return bandwidth * size / (size + half)
 
 
-def latency(group: Group, steps: int) -> float:
-    link = "network" if group.crosses_nodes else "nvlink"
-    ring = (NCCL_RING_BASE_US + steps * NCCL_RING_STEP_US[link]) * 1e-6
-    if not group.crosses_nodes:
-        return ring
-    tree = (NCCL_RING_BASE_US + 2 * math.ceil(math.log2(group.nodes)) * NCCL_TREE_STEP_US["network"]
-            + 2 * (group.per_node - 1) * NCCL_RING_STEP_US["nvlink"]) * 1e-6
-    return min(ring, tree)  # NCCL picks the tree when it is faster (large groups, latency bound)
+def ring_latency(group: Group, reduce: bool) -> float:
+    """NCCL's ring: 2(N−1) steps for an all-reduce (`reduce`), N−1 for an all-gather or a reduce-scatter;
+    the 2(nodes−1) or nodes−1 steps that cross between nodes at the network's latency, the rest NVLink's."""
+    steps = (2 if reduce else 1) * (group.size - 1)
+    inter = (2 if reduce else 1) * (group.nodes - 1) if group.crosses_nodes else 0
+    return (NCCL_BASE_US["ring"] + (steps - inter) * NCCL_RING_STEP_US["nvlink"]
+            + inter * NCCL_RING_STEP_US["network"]) * 1e-6
+
+
+def tree_latency(group: Group) -> float:
+    """NCCL's tree all-reduce: up and down the node's ranks and log2(nodes) levels between nodes."""
+    return (NCCL_BASE_US["tree"] + 2 * ((group.per_node - 1) * NCCL_TREE_STEP_US["nvlink"]
+                                        + math.ceil(math.log2(group.nodes)) * NCCL_TREE_STEP_US["network"])) * 1e-6
+
+
+def pat_latency(group: Group) -> float:
+    """NCCL's PAT all-gather / reduce-scatter (one GPU per node): a log-depth part and a linear one."""
+    return (NCCL_BASE_US["pat"] + math.ceil(math.log2(group.nodes)) * NCCL_PAT_LEVEL_US
+            + group.size * NCCL_PAT_RANK_US) * 1e-6
 
 
 def all_reduce(size: float, group: Group, cluster: Cluster) -> float:
-    """Seconds for an all-reduce of `size` bytes on every rank of `group`."""
+    """Seconds for an all-reduce of `size` bytes on every rank of `group`: NCCL's ring, or its tree when
+    the tree's latency makes it faster (large groups across nodes)."""
     if group.size <= 1 or size <= 0:
         return 0.0
     sent = formulas.ring_all_reduce_bytes(size, group.size)
-    return sent / ramp(size, ring_bandwidth(group, cluster)) + latency(group, 2 * (group.size - 1))
+    moving = sent / ramp(size, ring_bandwidth(group, cluster))
+    if not group.crosses_nodes:
+        return moving + ring_latency(group, reduce=True)
+    return moving + min(ring_latency(group, reduce=True), tree_latency(group))
 
 
 def all_gather(size: float, group: Group, cluster: Cluster) -> float:
-    """Seconds for an all-gather (or a reduce-scatter) whose whole is `size` bytes."""
+    """Seconds for an all-gather (or a reduce-scatter) whose whole is `size` bytes: NCCL's ring, which has no
+    tree for these; with one GPU per node, its PAT algorithm when that is faster."""
     if group.size <= 1 or size <= 0:
         return 0.0
     sent = formulas.all_gather_bytes(size, group.size)
-    return sent / ramp(size, ring_bandwidth(group, cluster)) + latency(group, group.size - 1)
+    moving = sent / ramp(size, ring_bandwidth(group, cluster))
+    ring = moving + ring_latency(group, reduce=False)
+    if group.crosses_nodes and group.per_node == 1:
+        return min(ring, moving / NCCL_PAT_BANDWIDTH + pat_latency(group))
+    return ring
 
 
 reduce_scatter = all_gather
@@ -111,7 +134,12 @@ def all_to_all(size: float, group: Group, cluster: Cluster) -> float:
     inside = (group.per_node - 1) / n * size / nvlink
     leaving = (n - group.per_node) / n * size
     network = leaving * cluster.gpus_per_node / (cluster.node_egress * NETWORK_EFFICIENCY) if leaving else 0.0
-    return max(inside, network) + latency(group, 1)
+    return max(inside, network) + point_to_point_latency(group.crosses_nodes)
+
+
+def point_to_point_latency(across_nodes: bool) -> float:
+    """One step of NCCL's ring: what a send, or an all-to-all whose peers are all reached at once, waits."""
+    return (NCCL_BASE_US["ring"] + NCCL_RING_STEP_US["network" if across_nodes else "nvlink"]) * 1e-6
 
 
 def send(size: float, across_nodes: bool, cluster: Cluster) -> float:
@@ -120,6 +148,5 @@ def send(size: float, across_nodes: bool, cluster: Cluster) -> float:
         return 0.0
     if across_nodes:
         bandwidth = cluster.node_egress * NETWORK_EFFICIENCY / cluster.gpus_per_node
-        return size / bandwidth + (NCCL_RING_BASE_US + NCCL_RING_STEP_US["network"]) * 1e-6
-    return size / (cluster.gpu.nvlink_bandwidth * NVLINK_BUS_EFFICIENCY) + (
-        NCCL_RING_BASE_US + NCCL_RING_STEP_US["nvlink"]) * 1e-6
+        return size / bandwidth + point_to_point_latency(True)
+    return size / (cluster.gpu.nvlink_bandwidth * NVLINK_BUS_EFFICIENCY) + point_to_point_latency(False)

@@ -56,7 +56,7 @@ def outer_round(model: Model, cluster: Cluster, layout: Layout, workers: int, in
     # the baseline: plain data parallelism over every worker's GPUs, the gradients all-reduced every step
     baseline = estimate(model, cluster, replace(inner.layout, zero_stage=0, global_batch=inner.layout.global_batch
                                                 * workers))
-    spans = [{"stream": "compute", "rank": 0, "kind": "inner", "stage": 0, "mb": i,
+    spans = [{"stream": "compute", "rank": 0, "kind": "step", "stage": 0, "mb": i,
               "start": i * inner.step_time_s, "end": (i + 1) * inner.step_time_s} for i in range(h)]
     spans.append({"stream": "comm", "rank": 0, "kind": "outer", "stage": 0, "mb": -1,
                   "start": h * inner.step_time_s, "end": h * inner.step_time_s + sync})

@@ -13,24 +13,29 @@ compute/accelerator/README.md tables give them):
 Nodes: DGX A100 has 8 × 200 Gb/s HDR NICs (200 GB/s of node egress; Korthikanti et al. 2022 sec. 6, Selene);
 DGX H100 / H200 / B200 8 × 400 Gb/s NDR (400 GB/s; scaling book gpus.md, node egress table).
 Measured:
-- largest achievable bf16 matmul (MAMF): A100 SXM 271.2 TFLOP/s (86.9 %), H100 SXM 794.5 (80.3 %, "H200 is
-  the same"), B200 1745.0 (77.6 %): S. Bekman, ml-engineering, compute/accelerator/README.md, "Maximum
+- largest achievable bf16 matmul (MAMF): A100 SXM 271.2 TFLOP/s (86.9 %), H100 SXM 794.5 (80.3 %):
+  S. Bekman, ml-engineering, compute/accelerator/README.md, "Maximum
   Achievable Matmul FLOPS comparison table" (mamf-finder.py);
-- sustained matmul (MSMF: the rate a shape holds over seconds at the power cap, "which matches real training
-  throughput"), measured with every GPU of the node loaded, the slowest GPU (the one synchronous training runs
-  at): H200 745 TFLOP/s, B200 1421; one-GPU runs gave MAMF 843-850 (H200) and 1682-1705 (B200) on the same
-  cards: S. Bekman, ml-engineering, compute/accelerator/benchmarks/README.md, "Maximum Achievable and
-  Sustainable Matmul FLOPS finder" (mamf-finder.py, mamf-finder-all-gpus.py);
+- sustained matmul (MSMF: the rate a shape holds once the GPU draws its full power and the clock has settled,
+  "the number that matches sustained training throughput"), measured with all 8 GPUs of a node busy at once, as
+  a training step keeps them (mean of 8 GPUs × 5 rounds): H200 698.6 TFLOP/s (MAMF 823.9 in the same runs),
+  B200 1426.4 (MAMF 1751.2); one GPU alone: H200 MAMF 841.9, B200 1770.9: S. Bekman, ml-engineering,
+  compute/accelerator/benchmarks/README.md, "What we measured: alone vs all-8 concurrent", and
+  compute/accelerator/README.md, MAMF & MSMF table (stas00/ml-engineering, branch fast-mamf, commit 082816f,
+  2026-08-10; torch 2.13/2.14 with CUDA 13.0);
 - NCCL all-reduce bus bandwidth in an 8 × H100 node: about 370 GB/s of 450 (82 %) for large messages, and
   about 150 GB/s at 58 MB (scaling book gpus.md, "Empirical measurements", SHARP off);
 - FlashAttention: FA2 reaches 50-73 % of peak on A100 (forward; Dao 2023, arXiv:2307.08691), FA3 up to 75 %
   on H100 (forward, bf16; Shah et al. 2024, arXiv:2407.08608); backward lower: we take 0.6;
-- NCCL's latency model, Simple protocol (NVIDIA/nccl src/graph/tuning.cc, baseLat and hwLat): ring 8.4 µs
-  base + 5.7 µs per NVLink step or 6.6 µs per network step; tree 28 µs (NVLink) / 50 µs (network) per level.
+- NCCL's latency model, Simple protocol (NVIDIA/nccl 2.30, src/graph/tuning.cc at 5067397, 2026-06-11:
+  baseLatencies, hwLatencies, and how ncclTopoTuneModel adds them up): 8.4 µs base for ring and tree, 8.0 for
+  PAT; per ring step 3.4 µs on NVLink and 14 µs across the network; per tree level 4.0 µs (NVLink) and 14 µs
+  (network); PAT, for all-gathers and reduce-scatters with one GPU per node only, 14/3.5 µs per level plus
+  2.8 µs per rank, at 0.75 of the ring's bus bandwidth.
 
 Assumptions (no published microbenchmark read for them; stated so that they can be checked):
 - H100 SXM sustains what H200 does (same GH100 compute and 700 W cap; the MAMF table says "H200 is the same");
-- A100 SXM sustains the same fraction of its MAMF as H200 does of its own (745 / 846.5): 271.2 × 0.88 = 239;
+- A100 SXM sustains the same fraction of its MAMF as H200 does of its own (698.6 / 823.9): 271.2 × 0.848 = 230;
 - FlashAttention's figures are bursts too: they are scaled by the same sustained / burst ratio;
 - achievable HBM bandwidth for streaming element-wise kernels: 0.85 of the spec sheet (`HBM_EFFICIENCY`);
 - the network reaches the same fraction of its line rate as NVLink does in the measurement above (0.82);
@@ -47,7 +52,8 @@ TFLOP = 10**12
 NVLINK_BUS_EFFICIENCY = 370 / 450  # 8 × H100 all-reduce bus bandwidth, large messages (scaling book, gpus.md)
 NETWORK_EFFICIENCY = NVLINK_BUS_EFFICIENCY  # assumption: same fraction of the NICs' line rate
 HBM_EFFICIENCY = 0.85  # assumption: streaming element-wise kernels
-H200_SUSTAINED_OVER_BURST = 745 / 846.5  # MSMF (slowest GPU, node loaded) over MAMF (mean of 843-850), ml-engineering
+H200_SUSTAINED_OVER_BURST = 698.6 / 823.9  # MSMF over MAMF, all 8 GPUs of the node busy (ml-engineering)
+H200_SUSTAINED = 698.6 * 10**12  # FLOP/s; H100 SXM assumed the same (see above)
 FLASH_ATTENTION_EFFICIENCY = 0.6  # FA2 50-73 % on A100, FA3 up to 75 % forward on H100 (backward lower)
 
 # Message size at which an NCCL collective gets half its large-message bandwidth, for a 450 GB/s link:
@@ -55,9 +61,10 @@ FLASH_ATTENTION_EFFICIENCY = 0.6  # FA2 50-73 % on A100, FA3 up to 75 % forward 
 HALF_BANDWIDTH_BYTES_AT_450 = 58e6 * (370 / 150 - 1)
 
 # NCCL's own latency model, microseconds (NVIDIA/nccl src/graph/tuning.cc, Simple protocol).
-NCCL_RING_BASE_US = 8.4
-NCCL_RING_STEP_US = {"nvlink": 5.7, "network": 6.6}
-NCCL_TREE_STEP_US = {"nvlink": 28.0, "network": 50.0}
+NCCL_BASE_US = {"ring": 8.4, "tree": 8.4, "pat": 8.0}
+NCCL_RING_STEP_US = {"nvlink": 3.4, "network": 14.0}
+NCCL_TREE_STEP_US = {"nvlink": 4.0, "network": 14.0}
+NCCL_PAT_LEVEL_US, NCCL_PAT_RANK_US, NCCL_PAT_BANDWIDTH = 14.0 / 3.5, 2.8, 0.75
 
 
 @dataclass(frozen=True)
@@ -87,13 +94,15 @@ GPUS: dict[str, GPU] = {
                      hbm_bytes=80 * GB, hbm_bandwidth=2039 * GB, nvlink_bandwidth=300 * GB, sms=108,
                      node_egress=8 * 200 / 8 * GB),
     "h100-80gb": GPU("h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
-                     sustained_flops=745 * TFLOP,
+                     sustained_flops=H200_SUSTAINED,
                      hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,
                      node_egress=8 * 400 / 8 * GB),
-    "h200": GPU("h200", "H200 SXM 141 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP, sustained_flops=745 * TFLOP,
+    "h200": GPU("h200", "H200 SXM 141 GB", peak_flops=989 * TFLOP, matmul_flops=841.9 * TFLOP,
+                sustained_flops=H200_SUSTAINED,
                 hbm_bytes=141 * GB, hbm_bandwidth=4800 * GB, nvlink_bandwidth=450 * GB, sms=132,
                 node_egress=8 * 400 / 8 * GB),
-    "b200": GPU("b200", "B200 SXM 180 GB", peak_flops=2250 * TFLOP, matmul_flops=1745.0 * TFLOP, sustained_flops=1421 * TFLOP,
+    "b200": GPU("b200", "B200 SXM 180 GB", peak_flops=2250 * TFLOP, matmul_flops=1770.9 * TFLOP,
+                sustained_flops=1426.4 * TFLOP,
                 hbm_bytes=180 * GB, hbm_bandwidth=8000 * GB, nvlink_bandwidth=900 * GB, sms=148,
                 node_egress=8 * 400 / 8 * GB),
 }

@@ -281,7 +281,7 @@ def test_replay_diloco_is_one_outer_round(client):
     body, comm = _replay(client, scenario="diloco", world_size=4, inner_steps=5, batch_per_worker=8)
     assert (body["gpus"], body["tp"], body["dp"], body["global_batch"]) == (32, 8, 4, 32)
     assert comm == {"outer": 1}
-    inner = [s for s in body["timeline"] if s["kind"] == "inner"]
+    inner = [s for s in body["timeline"] if s["kind"] == "step"]
     assert len(inner) == 5 and all(s["end"] <= outer["start"] + 1e-12 for s in inner
                                    for outer in body["timeline"] if s["kind"] == "outer")
     outer = next(s for s in body["timeline"] if s["kind"] == "outer")

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from tests.browser.viewcheck import cut_off, measure
+
 
 def test_layout_chooser_ranks_layouts_for_new_inputs(page, deck_url):
     page.goto(f"{deck_url}/#/layout-chooser/0")
@@ -40,24 +44,26 @@ def test_a_live_run_is_replayed_on_a_modelled_cluster(page, deck_url):
     page.goto(f"{deck_url}/#/on-a-cluster/1")  # step 0 asks the prediction question
     page.wait_for_selector("html.deck-ready")
     # The view draws into a layer of its SVG (the player's frame layer), which carries the count.
-    page.wait_for_selector("#on-a-cluster svg.sim-view-projected [data-spans]", timeout=120_000)
-    spans = int(page.get_attribute("#on-a-cluster svg.sim-view-projected [data-spans]", "data-spans"))
+    page.wait_for_selector("#on-a-cluster svg.sim-view-projected[data-spans]", timeout=120_000)
+    spans = int(page.get_attribute("#on-a-cluster svg.sim-view-projected[data-spans]", "data-spans"))
     assert spans == 2 * 4 * 8 + 4  # F and B of 8 micro-batches on 4 stages, and each stage's optimizer step
-    assert "modelled:" in page.text_content("#on-a-cluster svg.sim-view-projected")
+    # 4 stages, each a node of 8 GPUs, said in words
+    assert "Llama 3 70B on 32 H100s, modelled" in page.text_content("#on-a-cluster svg.sim-view-projected")
 
 
 def _replayed(page, deck_url, slide):
     page.goto(f"{deck_url}/#/{slide}/0")
     page.wait_for_selector("html.deck-ready")
     svg = f"#{slide} svg.sim-view-projected"
-    page.wait_for_selector(f"{svg} [data-spans]", timeout=120_000)
+    page.wait_for_selector(f"{svg}[data-spans]", timeout=120_000)
     return svg
 
 
 def test_zero3_is_replayed_layer_by_layer_with_its_gathers(page, deck_url):
     svg = _replayed(page, deck_url, "zero3-on-a-cluster")
     labels = page.locator(f"{svg} .lane-label").all_text_contents()
-    assert "ZeRO-3" in labels and "TP comm." in labels and "modelled:" in labels[0]
+    assert "ZeRO-3" in labels and "TP comm." in labels
+    assert page.locator(f"{svg} .projected-title").all_text_contents() == ["Llama 3 70B on 32 H100s, modelled"]
     gathers = page.locator(f"{svg} .span-zero3").count()
     assert gathers == 3 * 80 * 2  # Llama 3 70B: forward and backward gathers, a reduce-scatter; 2 micro-batches
 
@@ -84,13 +90,16 @@ def test_a_live_slide_switches_between_measured_and_modelled_time(page, deck_url
     page.wait_for_selector(f"{view}[data-spans]", timeout=60_000)
     assert int(page.get_attribute(view, "data-spans")) > 0
     text = page.text_content(view)
-    assert "modelled: 32 × h100-80gb" in text  # 4 live ranks, each a node of 8 GPUs
+    assert "Llama 3 70B on 32 H100s, modelled" in text  # 4 live ranks, each a node of 8 GPUs
     assert re.search(r"step \d+(\.\d+)? (s|ms) ", text), text  # real time units, not CPU milliseconds
     assert page.locator(f"{view} .axis text").last.text_content().endswith(" s")
     assert badge.text_content() == "modelled"
     assert not page.locator(f"{sim} svg.sim-view-ranks").is_visible()
-    # the option names now say how big the cluster is
-    assert page.locator(f"{sim} select[name=time_on] option[value=h100-80gb]").text_content() == "32 × H100"
+    # the size control offers the run's own size first, by name
+    size = page.locator(f"{sim} select[name=cluster_gpus]")
+    page.wait_for_function(f"() => document.querySelector('{sim} select[name=cluster_gpus]').options[0]"
+                           ".textContent === '32 × H100'")
+    assert size.is_visible() and size.input_value() == ""
 
     page.select_option(f"{sim} select[name=time_on]", "machine")
     assert badge.text_content() == "measured on this machine"
@@ -99,3 +108,196 @@ def test_a_live_slide_switches_between_measured_and_modelled_time(page, deck_url
     assert page.get_attribute(sim, "data-sim-steps") == steps  # the run's steps are untouched
     page.keyboard.press("ArrowRight")
     page.wait_for_function(f"() => document.querySelector('{sim}').dataset.simStep === '1'")
+
+
+def _modelled(page, deck_url, slide, step=1):
+    """`slide` at `step` with "time on" set to an H100 cluster in each of its players: the players' selectors."""
+    page.goto(f"{deck_url}/#/{slide}/{step}")
+    page.wait_for_selector("html.deck-ready")
+    sims = f"#{slide} .live-sim"
+    page.wait_for_function(f"() => [...document.querySelectorAll('{sims}')].every(e => e.dataset.status === 'done')",
+                           timeout=180_000)
+    for select in page.locator(f"{sims} select[name=time_on]").all():
+        select.select_option("h100-80gb")
+    page.wait_for_function(f"() => [...document.querySelectorAll('{sims} svg.sim-cluster-view')]"
+                           ".every(v => v.hasAttribute('data-spans'))", timeout=60_000)
+    return sims
+
+
+def test_a_cluster_size_you_choose_is_asked_for_and_said_in_words(page, deck_url):
+    sim = _modelled(page, deck_url, "ddp-live")
+    view = f"{sim} svg.sim-cluster-view"
+    size = page.locator(f"{sim} select[name=cluster_gpus]")
+    page.wait_for_function(f"() => document.querySelector('{sim} select[name=cluster_gpus]').options.length > 1")
+    # The run's own 32 GPUs and larger multiples of it, in whole nodes, up to 16,384.
+    offered = size.locator("option").all_text_contents()
+    assert offered[0] == "32 × H100" and "1,024 × H100" in offered and offered[-1] == "16,384 × H100", offered
+    counts = [int(t.split(" ")[0].replace(",", "")) for t in offered]
+    assert counts == sorted(counts) and all(n % 32 == 0 for n in counts)
+    steps = page.get_attribute(sim, "data-sim-steps")
+    step = page.evaluate("() => window.distdeck.position().step")
+
+    with page.expect_request(lambda r: "/api/estimate/replay?" in r.url and "gpus=1024" in r.url):
+        size.select_option("1024")
+    page.wait_for_function(f"() => document.querySelector('{view} .projected-title')?.textContent"
+                           " === 'Llama 3 70B on 1,024 H100s, modelled'", timeout=60_000)
+    assert "DP 128" in page.text_content(view)  # 1,024 GPUs in nodes of TP 8: 128 replicas
+    # Another GPU type names the sizes after it; the chosen size stays.
+    with page.expect_request(lambda r: "gpu=b200" in r.url and "gpus=1024" in r.url):
+        page.select_option(f"{sim} select[name=time_on]", "b200")
+    page.wait_for_function(f"() => document.querySelector('{view} .projected-title')?.textContent"
+                           " === 'Llama 3 70B on 1,024 B200s, modelled'", timeout=60_000)
+    assert size.locator("option:checked").text_content() == "1,024 × B200"
+    # Keys typed into the size control are for it, not for the deck.
+    size.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("() => window.distdeck.position().step") == step
+    # The run, its steps and its question are untouched.
+    assert page.get_attribute(sim, "data-sim-steps") == steps
+    assert page.locator("#ddp-live .predict").count() == 1
+
+
+def test_a_cluster_size_the_run_cannot_have_is_refused_in_words(page, deck_url):
+    sim = _modelled(page, deck_url, "ddp-live")
+    view = f"{sim} svg.sim-cluster-view"
+    page.wait_for_function(f"() => document.querySelector('{sim} select[name=cluster_gpus]').options.length > 1")
+    # 12 GPUs: not a multiple of the run's TP 8 (a size the control does not offer; a hand-edited page could ask).
+    page.locator(f"{sim} select[name=cluster_gpus]").evaluate(
+        "(el) => { el.append(Object.assign(document.createElement('option'), { value: '12', textContent: '12' }));"
+        " el.value = '12'; el.dispatchEvent(new Event('change')); }")
+    page.wait_for_selector(f"{view}[data-error]", timeout=60_000)
+    said = " ".join(page.locator(f"{view} text").all_text_contents())
+    assert "12 GPUs cannot model this run" in said and "multiple of the run's tp·pp·cp = 8" in said, said
+    assert "query" not in said and "value_error" not in said
+    assert page.locator(f"{view} .span").count() == 0
+    # the browser logs the 422 it was answered; nothing else may have gone wrong
+    assert page.console_errors and all("422" in e for e in page.console_errors), page.console_errors
+    page.console_errors.clear()
+    # A size it can have draws the projection again.
+    page.locator(f"{sim} select[name=cluster_gpus]").select_option("")
+    page.wait_for_selector(f"{view}[data-spans]:not([data-error])", timeout=60_000)
+    assert "Llama 3 70B on 32 H100s, modelled" in page.text_content(view)
+
+
+def _console_errors(page) -> list[str]:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1024, 768)], ids=["1280x720", "1024x768"])
+def test_a_modelled_cluster_reads_from_the_back_row(browser, deck_url, size):
+    """The projected view in half-width columns (pp-side-by-side) and across a slide (ddp-live), at the run's own
+    size and at 1,024 GPUs, at the first, middle and last step: at 1280×720 every text in the player at 16 px or
+    more (ticks 14), nothing overlapping; at both sizes nothing cut off, the header with its extra selects too."""
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]}, reduced_motion="reduce")
+    page = context.new_page()
+    errors = _console_errors(page)
+    problems: list[str] = []
+    smallest: dict[str, float] = {}
+    try:
+        for slide, run in (("pp-side-by-side", 0), ("ddp-live", 1)):  # ddp-live's step 0 asks its question
+            sims = _modelled(page, deck_url, slide, step=run)
+            count = page.evaluate("() => window.distdeck.position().stepCount")
+            first = int(page.evaluate("(id) => Boolean(document.querySelector(`#${id} .predict`))", slide))
+            page.wait_for_function(f"() => [...document.querySelectorAll('{sims} select[name=cluster_gpus]')]"
+                                   ".every(s => [...s.options].some(o => o.value === '1024'))", timeout=60_000)
+            for gpus, words in (("", "32 H100s"), ("1024", "1,024 H100s")):
+                for select in page.locator(f"{sims} select[name=cluster_gpus]").all():
+                    select.select_option(gpus)
+                for step in sorted({first, (first + count - 1) // 2, count - 1}):
+                    page.evaluate("([id, k]) => { location.hash = `#/${id}/${k}`; }", [slide, step])
+                    page.wait_for_function("(k) => window.distdeck.position().step === k", arg=step)
+                    page.wait_for_function(
+                        f"() => [...document.querySelectorAll('{sims} svg.sim-cluster-view .projected-title')]"
+                        f".map(t => t.textContent).join(' ').includes('{words}')", timeout=60_000)
+                    page.wait_for_timeout(200)  # the ResizeObserver's redraw, if the pane changed
+                    where = f"{slide} {words} step {step}"
+                    if size == (1280, 720):
+                        report = measure(page, slide, step)
+                        views = {t["view"] for t in report.texts}
+                        assert any("projected" in v for v in views), (where, views)
+                        problems += [f"{where}: {p}" for p in report.problems()]
+                        for t in report.texts:
+                            key = f"{t['view'].split(' ')[0]}{' ticks' if t['tick'] else ''}"
+                            smallest[key] = min(smallest.get(key, 99.0), round(t["px"], 1))
+                    problems += [f"{where}: {p}" for p in cut_off(page, slide)]
+        assert problems == [], "\n".join(problems)
+        assert errors == []
+        print("smallest rendered text per view (px):", dict(sorted(smallest.items())))  # noqa: T201
+    finally:
+        context.close()
+
+
+def _answer(timeline: list[dict]) -> dict:
+    """An estimator's answer of the replay's shape around `timeline` (the scenarios whose replays are still to come)."""
+    return {"model": "llama3-8b", "gpu": "h100-80gb", "gpus": 64, "gpus_per_node": 8, "tp": 1, "pp": 1, "cp": 2,
+            "ep": 4, "dp": 32, "zero_stage": 1, "schedule": "1f1b", "recompute": "selective", "global_batch": 64,
+            "micro_batch": 1, "virtual_stages": 1, "micro_batches": 1, "step_time_s": 4.0, "tokens_per_s": 1.0,
+            "model_tflops_per_gpu": 1.0, "mfu": 0.4, "bubble_fraction": 0.0, "exposed_comm_s": 0.5,
+            "exposed_comm_by_kind_s": {}, "comm_total_s": {}, "compute_s": 3.5, "optimizer_s": 0.0,
+            "memory_per_gpu_bytes": {"total": 1.0}, "gpu_memory_bytes": 8e10, "fits": True, "timeline": timeline}
+
+
+def test_new_kinds_of_span_get_lanes_names_and_colours_of_their_own(page, deck_url):
+    """DiLoCo's inner steps and outer sync, expert all-to-alls, Ulysses' (or Llama 3's) CP communication: each
+    communication kind on a lane named for it, inner steps named on the compute lane and in the legend."""
+    span = {"rank": 0, "stage": 0, "layer": None}
+    timeline = [{**span, "stream": "compute", "kind": "step", "mb": i, "start": i * 0.8, "end": i * 0.8 + 0.8}
+                for i in range(4)]
+    timeline += [{**span, "stream": "compute", "kind": "opt", "mb": -1, "start": 3.7, "end": 4.0},
+                 {**span, "stream": "comm", "kind": "outer", "mb": -1, "start": 3.2, "end": 3.7},
+                 {**span, "stream": "comm", "kind": "ep", "mb": 0, "start": 0.1, "end": 0.3},
+                 {**span, "stream": "comm", "kind": "ep", "mb": 1, "start": 0.9, "end": 1.1},
+                 {**span, "stream": "comm", "kind": "cp", "mb": 0, "start": 0.4, "end": 0.5},
+                 {**span, "stream": "comm", "kind": "dp", "mb": -1, "start": 3.0, "end": 3.2}]
+    page.route("**/api/estimate/replay?*", lambda route: route.fulfill(json=_answer(timeline)))
+    sim = _modelled(page, deck_url, "ddp-live")
+    view = f"{sim} svg.sim-cluster-view"
+    labels = page.locator(f"{view} text.lane-label:not(.projected-figures)").all_text_contents()
+    assert labels == ["compute", "CP comm.", "EP all-to-all", "DP reduce", "outer sync"], labels
+    assert page.locator(f"{view} .projected-title").text_content() == "Llama 3 8B on 64 H100s, modelled"
+    assert "CP 2 · EP 4 · DP 32" in page.text_content(view)
+    assert page.locator(f"{view} .span-step").count() == 4
+    assert page.locator(f"{view} .span-step .span-label").all_text_contents() == ["step 1", "step 2", "step 3", "step 4"]
+    assert sorted(page.locator(f"{view} .legend-label").all_text_contents()) == ["inner step", "optimizer"]
+    fills = page.evaluate(f"() => Object.fromEntries(['step', 'opt', 'outer', 'ep', 'cp', 'dp'].map(k => [k,"
+                          f" getComputedStyle(document.querySelector('{view} .span-' + k + ' rect')).fill]))")
+    assert len(set(fills.values())) == len(fills), fills  # each kind its own colour
+    assert page.locator(f"{view} .span-outer rect title").text_content().startswith("outer sync of the pseudo-gradients")
+
+
+def test_the_sizes_offered_are_multiples_of_the_run_in_whole_nodes(page, deck_url):
+    page.goto(f"{deck_url}/#/ddp-live/0")
+    page.wait_for_selector("html.deck-ready")
+    sizes = page.evaluate("async () => { const m = await import('/static/js/player/views/projected.js');"
+                          " return Object.fromEntries([1, 2, 4, 24, 32, 16384].map(n => [n, m.clusterSizes(n)])); }")
+    assert sizes["4"] == [4, 8, 32, 128, 512, 1024, 2048, 16384]  # TP 4 in one node: ×2 is a whole node
+    assert sizes["32"] == [32, 64, 256, 1024, 4096, 16384]  # ×1, ×2, ×8, ×32, ×128, ×512
+    assert sizes["24"] == [24, 48, 192, 768, 3072, 12288]  # 1,024 is no multiple of 24
+    assert sizes["16384"] == [16384]
+    for own, offered in sizes.items():
+        assert offered[0] == int(own) and offered == sorted(set(offered)) and offered[-1] <= 16384
+        assert all(n % int(own) == 0 and (n <= 8 or n % 8 == 0) for n in offered), (own, offered)
+
+
+def test_side_by_side_players_are_timed_on_the_same_cluster(page, deck_url):
+    page.goto(f"{deck_url}/#/pp-side-by-side/0")
+    page.wait_for_selector("html.deck-ready")
+    sims = "#pp-side-by-side .live-sim"
+    page.wait_for_function(f"() => [...document.querySelectorAll('{sims}')].every(e => e.dataset.status === 'done')",
+                           timeout=180_000)
+    page.locator(f"{sims} select[name=time_on]").first.select_option("h200")
+    titles = f"() => [...document.querySelectorAll('{sims} svg.sim-cluster-view .projected-title')].map(t => t.textContent)"
+    page.wait_for_function(f"() => ({titles})().join('|') === 'Llama 3 70B on 32 H200s, modelled|Llama 3 70B on 32 H200s, modelled'",
+                           timeout=60_000)
+    page.wait_for_function(f"() => document.querySelector('{sims} select[name=cluster_gpus]').options.length > 1")
+    page.locator(f"{sims} select[name=cluster_gpus]").last.select_option("1024")
+    page.wait_for_function(f"() => ({titles})().every(t => t === 'Llama 3 70B on 1,024 H200s, modelled')", timeout=60_000)
+    # GPipe and 1F1B: the same bubble on the same cluster, two schedules
+    assert page.locator(f"{sims} svg.sim-cluster-view .span-F").count() == 2 * 4 * 8
+    page.locator(f"{sims} select[name=time_on]").last.select_option("machine")
+    assert page.locator(f"{sims} svg.sim-cluster-view").count() == 0
+    assert page.locator(f"{sims} svg.sim-view-pipeline").evaluate_all("(vs) => vs.every(v => v.checkVisibility())")

@@ -1,20 +1,20 @@
 /**
- * "Time on: this machine | N × H100 | …": a control in a live player's header that shows the same
+ * "Time on: this machine | H100s | …": a control in a live player's header that shows the same
  * run re-timed on a modelled GPU cluster (GET /api/estimate/replay, the `projected` view) in place
- * of its measured pictures, and back. The run, its steps and its prediction question are not
- * touched: the projection depends on the run's parameters only, and is drawn into an SVG of its own.
- * "this machine" (the default) is the measured CPU run; any other choice is labelled as modelled.
- * A static export has no estimator: the control is not offered there.
+ * of its measured pictures, and back. Once modelled, a cluster size (the run's own, or more replicas
+ * of it up to 16,384 GPUs: "1,024 × H100") and a model preset to scale the run to. The run, its steps
+ * and its prediction question are not touched: the projection depends on the run's parameters only,
+ * and is drawn into an SVG of its own, for the pane it gets. "this machine" (the default) is the
+ * measured CPU run; any other choice is labelled as modelled. A static export has no estimator: the
+ * control is not offered there.
  */
 import { staticSite } from './source.js';
-import { fetchProjection, render } from './views/projected.js';
+import { GPU_NAMES, MODEL_NAMES, clusterSizes, count, fetchProjection, render } from './views/projected.js';
 
 // The scenarios GET /api/estimate/replay maps onto a cluster (app.estimate_math.replay).
 export const REPLAYED = ['basics', 'pipeline', 'ddp', 'zero', 'hsdp', 'tensor_parallel', 'parallel_3d', 'ring_attention', 'ulysses', 'expert_parallel', 'diloco'];
-const GPUS = [['h100-80gb', 'H100'], ['a100-80gb', 'A100'], ['h200', 'H200'], ['b200', 'B200']];
-const MODELS = [['llama3-70b', 'Llama 3 70B'], ['llama3-8b', 'Llama 3 8B'], ['llama3-405b', 'Llama 3 405B'],
-  ['gpt3-175b', 'GPT-3 175B']];
 const MEASURED = 'measured on this machine';
+const controls = new Set(); // every control, so that the players of one slide (side by side) are timed alike
 
 function select(name, options, title) {
   const el = Object.assign(document.createElement('select'), { name, title });
@@ -24,20 +24,29 @@ function select(name, options, title) {
   return el;
 }
 
+function labelled(className, text, control) {
+  const label = Object.assign(document.createElement('label'), { className: `sim-control ${className}` });
+  if (text) label.append(Object.assign(document.createElement('span'), { textContent: text }));
+  label.append(control);
+  return label;
+}
+
 class ClusterControl {
   constructor(player) {
     this.player = player;
-    this.where = select('time_on', [['machine', 'this machine'], ...GPUS.map(([v, n]) => [v, `${n} cluster`])],
+    this.where = select('time_on', [['machine', 'this machine'], ...Object.entries(GPU_NAMES).map(([v, n]) => [v, `${n}s`])],
       'Show this run as measured on this machine, or its ops re-timed on a modelled GPU cluster');
-    this.model = select('cluster_model', MODELS, 'The model the run is scaled to on the modelled cluster');
+    // The cluster's size: '' is the run's own (its ranks as GPUs or nodes), the others more replicas of it.
+    this.size = select('cluster_gpus', [['', 'its own size']],
+      'How many GPUs the modelled cluster has: the run is scaled by data parallelism, each replica keeping its batch');
+    this.model = select('cluster_model', Object.entries(MODEL_NAMES), 'The model the run is scaled to on the modelled cluster');
     this.badge = Object.assign(document.createElement('span'), { className: 'sim-clock', textContent: MEASURED });
-    const whereLabel = Object.assign(document.createElement('label'), { className: 'sim-control sim-cluster-where' });
-    whereLabel.append(Object.assign(document.createElement('span'), { textContent: 'time on' }), this.where);
-    this.modelLabel = Object.assign(document.createElement('label'), { className: 'sim-control sim-cluster-model' });
-    this.modelLabel.append(Object.assign(document.createElement('span'), { textContent: 'as' }), this.model);
+    this.sizeLabel = labelled('sim-cluster-size', '', this.size);
+    this.modelLabel = labelled('sim-cluster-model', 'as', this.model);
+    this.sizeLabel.hidden = true;
     this.modelLabel.hidden = true;
     this.element = Object.assign(document.createElement('div'), { className: 'sim-cluster' });
-    this.element.append(whereLabel, this.modelLabel, this.badge);
+    this.element.append(labelled('sim-cluster-where', 'time on', this.where), this.sizeLabel, this.modelLabel, this.badge);
     player.element.querySelector('.sim-header-right')?.prepend(this.element);
 
     this.svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
@@ -47,16 +56,18 @@ class ClusterControl {
     this.svg.setAttribute('role', 'img');
     this.svg.setAttribute('aria-label', 'this run modelled on a GPU cluster');
     this.drawn = null;
+    this.own = null; // { key: the run's parameters, gpus: its own size on the cluster }
+    this.wanted = null; // a size chosen beside it (share) before this run's sizes were known
 
-    this.where.addEventListener('change', () => this.update());
-    this.model.addEventListener('change', () => this.update());
-    // The option names say how many GPUs the run becomes, once the estimator has said (it asks on first use).
-    const count = () => this.labelCounts();
-    this.where.addEventListener('focus', count);
-    this.where.addEventListener('pointerdown', count);
-    // A re-run with new parameters is a new projection.
-    new MutationObserver(() => { if (this.modelled) this.draw(); })
+    this.where.addEventListener('change', () => { this.update(); this.share(); });
+    this.size.addEventListener('change', () => { this.draw(); this.share(); });
+    this.model.addEventListener('change', () => { this.draw(); this.share(); });
+    controls.add(this);
+    // A re-run with new parameters is a new projection (and perhaps a new own size).
+    new MutationObserver(() => { if (this.modelled) this.update(); })
       .observe(player.element, { attributes: true, attributeFilter: ['data-status'] });
+    // Drawn for the pane it gets: again when the pane changes size (the slide laid out, the window resized).
+    new ResizeObserver(() => { if (this.modelled && this.svg.isConnected) this.draw(); }).observe(this.svg);
   }
 
   get modelled() { return this.where.value !== 'machine'; }
@@ -65,41 +76,91 @@ class ClusterControl {
     return this.player.meta?.params ?? this.player.params;
   }
 
-  labelCounts() {
-    fetchProjection(this.player.scenario, this.params(), { model: this.model.value }).then((est) => {
-      for (const option of this.where.options) {
-        const gpu = GPUS.find(([v]) => v === option.value);
-        if (gpu) option.textContent = `${est.gpus} × ${gpu[1]}`;
+  gpuName() {
+    return GPU_NAMES[this.where.value] ?? this.where.value;
+  }
+
+  /** The sizes offered: the run's own (from the estimator's first answer) and larger multiples of it. */
+  offerSizes() {
+    const params = this.params();
+    const key = JSON.stringify(params);
+    fetchProjection(this.player.scenario, params, { model: this.model.value, gpu: this.where.value }).then((est) => {
+      if (JSON.stringify(this.params()) !== key) return; // a newer run asks for itself
+      if (this.own?.key !== key || this.wanted != null) {
+        const chosen = Number(this.wanted ?? this.size.value) || null;
+        this.wanted = null;
+        const sizes = clusterSizes(est.gpus);
+        this.own = { key, gpus: est.gpus };
+        this.size.replaceChildren(...sizes.map((n) => Object.assign(document.createElement('option'),
+          { value: n === est.gpus ? '' : String(n) })));
+        // The chosen size stays where this run can have it too; else the run's own.
+        this.size.value = chosen && sizes.includes(chosen) && chosen !== est.gpus ? String(chosen) : '';
       }
-    }, () => {}); // a run the estimator cannot map keeps the plain names; choosing one shows why
+      this.draw();
+      this.nameSizes();
+      this.sizeLabel.hidden = !this.modelled;
+    }, () => {}); // a run the estimator cannot map offers no sizes; the view says why
+  }
+
+  /** The other players of this slide (two schedules side by side) follow a choice made in this one. */
+  share() {
+    for (const other of controls) {
+      if (other === this || !other.player.slide || other.player.slide !== this.player.slide) continue;
+      other.where.value = this.where.value;
+      other.model.value = this.model.value;
+      // Its sizes may not be known yet: it takes this one's when they are (offerSizes).
+      if ([...other.size.options].some((o) => o.value === this.size.value)) other.size.value = this.size.value;
+      else other.wanted = this.size.value;
+      other.update();
+    }
+  }
+
+  /** "32 × H100", "1,024 × H100": the options name the GPUs of the chosen type. */
+  nameSizes() {
+    for (const option of this.size.options) {
+      const n = option.value ? Number(option.value) : this.own?.gpus;
+      if (n) option.textContent = `${count(n)} × ${this.gpuName()}`;
+    }
   }
 
   update() {
     const views = this.player.viewsEl;
     const modelled = this.modelled;
     this.modelLabel.hidden = !modelled;
+    this.sizeLabel.hidden = !modelled || !this.own;
     this.player.element.classList.toggle('sim-modelled', modelled);
     views.classList.toggle('sim-views-modelled', modelled);
     this.badge.textContent = modelled ? 'modelled' : MEASURED;
     this.badge.classList.toggle('sim-clock-modelled', modelled);
     if (modelled) {
       if (!this.svg.isConnected) views.append(this.svg);
+      this.nameSizes();
+      this.offerSizes();
       this.draw();
-      this.labelCounts();
     } else {
       this.svg.remove();
+      this.drawn = null;
       // The measured views were drawn at their fallback size while hidden: again, at theirs.
       if (this.player.frames.length) this.player.show(this.player.index, { duration: 0 });
     }
   }
 
   draw() {
-    const cluster = { model: this.model.value, gpu: this.where.value };
+    if (!this.modelled || !this.svg.isConnected) return;
+    const gpus = Number(this.size.value) || undefined;
+    const cluster = { model: this.model.value, gpu: this.where.value, ...(gpus ? { gpus } : {}) };
     const params = this.params();
-    const key = JSON.stringify([cluster, params]);
+    // A size chosen for an earlier run, or beside this one, waits for this run's sizes (offerSizes draws then).
+    if (this.wanted != null || (gpus && this.own?.key !== JSON.stringify(params))) return;
+    const size = { width: Math.round(this.svg.clientWidth) || 960, height: Math.round(this.svg.clientHeight) || 520 };
+    const key = JSON.stringify([cluster, params, size]);
     if (key === this.drawn) return;
     this.drawn = key;
-    render(window.d3.select(this.svg), { meta: { scenario: this.player.scenario, params }, cluster });
+    this.svg.setAttribute('viewBox', `0 0 ${size.width} ${size.height}`);
+    // A layer of its own, as the player's views have (what measures the views looks for it).
+    this.svg.querySelector(':scope > g.frame-layer')?.remove();
+    const layer = window.d3.select(this.svg).append('g').attr('class', 'frame-layer');
+    render(layer, { meta: { scenario: this.player.scenario, params }, cluster, size });
   }
 }
 

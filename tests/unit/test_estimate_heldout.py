@@ -1,0 +1,348 @@
+"""Held-out check: the estimator, unchanged, against published runs it was never compared with.
+
+test_estimate_validation.py holds the tables the estimator was built against; the tables here were
+added afterwards, by someone who did not touch simulations/estimate/, and nothing in the estimator
+was adjusted to them. Where the issue's target (every row within 15 %, median within 10 %) is not met,
+the test says so with an xfail naming the current errors, and `-s` prints the rows and, for the worst
+row of each table, the estimate's breakdown.
+
+Table D: NVIDIA DGX Cloud benchmarking recipes (NVIDIA/dgxc-benchmarking, release 24.11.1, commit
+35a9aec), BF16 rows on H100 SXM 80 GB (8 GPUs and 8 × 400 Gb/s per node), the same release as
+test_estimate_validation.py's table C, other models. Published: seconds per step (the last logged step).
+Software settings from the recipe's YAML and launch scripts in the same commit:
+- llama3.1/README_8b.md, llama3.1_8b.yaml, configure.sh (NeMo 24.09): Llama 3.1 8B, TP 1, PP 1, CP 2,
+  micro-batch 1, global batch 16 × GPUs, sequence 8,192, Llama 3 tokenizer (128,256), no activation
+  recomputation, no sequence parallelism, distributed optimizer (ZeRO-1) with overlapped gradient
+  reduce-scatter and parameter all-gather, bf16 gradient reduction, cuDNN fused attention.
+- nemo_megatron/README_175b.md, gpt3_175b_hydra.yaml, launch.sh (NeMo 24.11): GPT-3 175B, TP 4, PP 8,
+  VP 12, micro-batch 1, global batch 2 × GPUs (16 per node), sequence 2,048, GPT-2 BPE (50,257, padded to
+  a multiple of 128 × TP: 50,688), dropout 0.1, no recomputation, sequence parallelism, TP overlap
+  (userbuffers), overlapped P2P, distributed optimizer, flash attention (NVTE_FUSED_ATTN=0).
+- nemotron/README_15b.md, nemotron4-15b-synth.yaml, configure.sh (NeMo 24.11): Nemotron-4 15B (32 layers,
+  hidden 6,144, 48 heads, 8 query groups, FFN 24,576 squared-ReLU, vocabulary 256,000), TP 4, PP 1,
+  micro-batch 4, global batch 4 × GPUs, sequence 4,096, no recomputation, SP, TP overlap.
+- nemotron/README_340b.md, nemotron4-340b-synth.yaml, configure.sh: Nemotron-4 340B (96 layers, hidden
+  18,432, 96 heads, 8 query groups, FFN 73,728 squared-ReLU, vocabulary 256,000), TP 8, PP 8, VP 12,
+  micro-batch 1, global batch GPUs / 4, sequence 4,096, selective recomputation, SP, TP overlap,
+  overlapped P2P.
+
+Table E: Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783 (v3), sec. 3.3.2 and Table 4:
+Llama 3 405B on H100 SXM 80 GB (Meta's RoCE cluster, 400 Gb/s per GPU), TP/CP/PP/DP, sequence, batch per
+DP group as published; published: TFLOPs per GPU (BF16 MFU 43 / 41 / 38 %). v1 of the paper prints DP 4 in
+the third row; 16,384 GPUs / (8 · 16 · 16) and 16M tokens / (16 · 131,072) both give 8, as v3 prints.
+From the text: FSDP sharding gradients and optimizer states, parameters not resharded after forward
+(ZeRO-1/2-like; modelled as ZeRO-1, which reduces once per step as fp32 accumulation over the micro-batches
+implies, but keeps full bf16 gradients), gradients reduce-scattered in fp32, no activation checkpointing at
+8K, interleaved schedule with asynchronous P2P, CP by all-gathering K and V. Not published: micro-batch (1
+taken: 8K tokens without recomputation), V (see test_llama3_published_virtual_stages_fit), the exact FLOP
+count.
+
+Table F: NVIDIA/Megatron-LM README, "Training Speed and Scalability" (commit f2e5db4, July 2024,
+images/model_table.png): Megatron-Core r0.8.0 weak scaling on H100, GPT models with vocabulary 131,072,
+sequence 4,096, heads/hidden/layers/TP/PP/DP/batch as published, with --overlap-grad-reduce,
+--overlap-param-gather (distributed optimizer), --tp-comm-overlap, overlapped P2P. Published: per-GPU
+teraFLOP/s, counted by Megatron's num_floating_point_operations (r0.8.0, training.py), which for these
+shapes is 72·B·s·l·h²·(1 + s/6h + V/12lh): the estimator's own model FLOPs, so its
+model_tflops_per_gpu is compared directly. Not published: micro-batch, virtual stages, recomputation:
+the estimator's `auto` picks micro-batch and V; no recomputation (Megatron's default); fp32 gradient
+reduction (Megatron forces it with bf16, arguments.py).
+
+Table G: BigScience BLOOM-176B (bigscience-workshop/bigscience, train/tr11-176B-ml): Jean Zay, A100 SXM 80 GB,
+8 per node on NVLink, 4 Omni-Path 100 Gb/s links per node (README "Hardware": 50 GB/s of node egress);
+tr11-176B-ml.slurm: 70 layers, hidden 14,336, 112 heads, sequence 2,048, vocabulary padded to 250,880,
+global batch 2,048, full activation checkpointing, bf16 with DeepSpeed's BF16 optimizer (ZeRO stage 0 in the
+config, "it implements its own zero stage 1 equivalent"; fp32 gradient accumulation and reduction, after the
+last micro-batch), Megatron-DeepSpeed's pipeline (1F1B, blocking sends), no sequence parallelism, unfused
+attention. Published: seconds per iteration from the training logs quoted there: 48 nodes, TP 4, PP 12,
+micro-batch 2 (README, "Important checkpoints", iteration 85,376); and the reshaping tests of
+reshaping-log.md, taking only layouts logged for two or more steady iterations (the first after a reshape is
+slower): 24 nodes TP 4 PP 12 micro-batch 2, 24 nodes TP 4 PP 24 micro-batch 1, 36 nodes TP 2 PP 36
+micro-batch 1 (the last logged iteration each).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+import pytest
+
+from simulations.estimate import MODELS, Layout, LayoutError, Model, cluster, estimate, gpt
+from tests.unit.test_estimate_validation import _report
+
+H100 = "h100-80gb"
+
+# -- table D: dgxc-benchmarking 24.11.1, BF16, H100 -----------------------------------------------------
+
+LLAMA31_8B = replace(MODELS["llama3-8b"], vocab=128256)
+GPT3_175B = replace(gpt(96, 12288, 96, vocab=50688, flash_attention=True), name="gpt3-175b")
+NEMOTRON4_15B = Model("nemotron4-15b", layers=32, hidden=6144, heads=48, kv_heads=8, ffn_hidden=24576,
+                      vocab=256000, seq_len=4096, dropout=False)
+NEMOTRON4_340B = Model("nemotron4-340b", layers=96, hidden=18432, heads=96, kv_heads=8, ffn_hidden=73728,
+                       vocab=256000, seq_len=4096, dropout=False)
+
+# GPUs, published seconds per step
+NEMO_LLAMA31_8B = [(8, 12.91), (16, 13.00), (32, 13.05), (64, 13.08), (128, 13.10)]
+NEMO_GPT3_175B = [(128, 8.91), (256, 8.95), (512, 9.09), (1024, 9.01), (2048, 9.02)]
+NEMO_NEMOTRON4_15B = [(16, 2.83), (32, 2.86), (64, 2.86), (128, 2.89), (256, 2.88), (512, 2.92), (1024, 2.92),
+                      (2048, 2.96)]
+NEMO_NEMOTRON4_340B = [(128, 4.61), (256, 4.67), (512, 4.70), (1024, 4.73), (2048, 4.84)]
+
+
+def nemo_layout(name: str, gpus: int) -> tuple[Model, Layout]:
+    if name == "llama3.1-8b":
+        return LLAMA31_8B, Layout(tp=1, pp=1, cp=2, zero_stage=1, micro_batch=1, global_batch=16 * gpus,
+                                  recompute="none", sequence_parallel=False, overlap_tp_comm=False)
+    if name == "gpt3-175b":
+        return GPT3_175B, Layout(tp=4, pp=8, zero_stage=1, schedule="interleaved_1f1b", virtual_stages=12,
+                                 micro_batch=1, global_batch=2 * gpus, recompute="none")
+    if name == "nemotron4-15b":
+        return NEMOTRON4_15B, Layout(tp=4, pp=1, zero_stage=1, micro_batch=4, global_batch=4 * gpus,
+                                     recompute="none")
+    return NEMOTRON4_340B, Layout(tp=8, pp=8, zero_stage=1, schedule="interleaved_1f1b", virtual_stages=12,
+                                  micro_batch=1, global_batch=gpus // 4, recompute="selective")
+
+
+NEMO_TABLES = {"llama3.1-8b": NEMO_LLAMA31_8B, "gpt3-175b": NEMO_GPT3_175B, "nemotron4-15b": NEMO_NEMOTRON4_15B,
+               "nemotron4-340b": NEMO_NEMOTRON4_340B}
+
+
+def nemo_rows(name: str):
+    rows = []
+    for gpus, published in NEMO_TABLES[name]:
+        model, layout = nemo_layout(name, gpus)
+        e = estimate(model, cluster(H100, gpus), layout)
+        rows.append((f"{name.split('-')[-1]} ×{gpus}", gpus, published, e.step_time_s,
+                     published / e.step_time_s - 1, e))
+    return rows
+
+
+# -- table E: Llama 3 405B, Table 4 --------------------------------------------------------------------
+
+LLAMA3_405B = replace(MODELS["llama3-405b"], vocab=128256)
+
+# GPUs, TP, CP, PP, DP, sequence, batch per DP group, published TFLOPs per GPU
+LLAMA3_TABLE_4 = [
+    (8192, 8, 1, 16, 64, 8192, 32, 430),
+    (16384, 8, 1, 16, 128, 8192, 16, 400),
+    (16384, 8, 16, 16, 8, 131072, 16, 380),
+]
+
+
+def llama3_layout(tp, cp, pp, dp, batch_per_dp, virtual_stages=None) -> Layout:
+    return Layout(tp=tp, pp=pp, cp=cp, zero_stage=1, schedule="interleaved_1f1b", virtual_stages=virtual_stages,
+                  micro_batch=1, global_batch=dp * batch_per_dp, recompute="none", grad_reduce_bytes=4)
+
+
+def llama3_rows(virtual_stages=None):
+    rows = []
+    for gpus, tp, cp, pp, dp, seq, per_dp, published in LLAMA3_TABLE_4:
+        e = estimate(replace(LLAMA3_405B, seq_len=seq), cluster(H100, gpus),
+                     llama3_layout(tp, cp, pp, dp, per_dp, virtual_stages))
+        rows.append((f"cp{cp} ×{gpus}", gpus, published, e.model_tflops_per_gpu,
+                     e.model_tflops_per_gpu / published - 1, e))
+    return rows
+
+
+# -- table F: Megatron-Core r0.8.0 weak scaling on H100 ----------------------------------------------
+
+# params (B), heads, hidden, layers, TP, PP, GPUs, batch, published TFLOP/s per GPU
+MEGATRON_CORE_H100 = [
+    (1.7, 16, 2048, 24, 1, 1, 48, 192, 408.8),
+    (7.1, 32, 4096, 30, 2, 1, 96, 192, 465.9),
+    (16, 48, 6144, 32, 4, 1, 192, 192, 489.1),
+    (32, 56, 7168, 48, 8, 1, 384, 192, 459.6),
+    (70, 64, 8192, 84, 8, 2, 768, 384, 419.7),
+    (119, 80, 10240, 92, 8, 4, 1536, 768, 420.5),
+    (177, 96, 12288, 96, 8, 6, 2304, 1152, 432.8),
+    (314, 128, 16384, 96, 8, 8, 3072, 1536, 474.4),
+    (462, 144, 18432, 112, 8, 16, 6144, 3072, 459.9),
+]
+
+
+def megatron_rows():
+    rows = []
+    for params, heads, hidden, layers, tp, pp, gpus, batch, published in MEGATRON_CORE_H100:
+        model = gpt(layers, hidden, heads, seq_len=4096, vocab=131072, flash_attention=True)
+        layout = Layout(tp=tp, pp=pp, zero_stage=1, schedule="interleaved_1f1b" if pp > 1 else "1f1b",
+                        virtual_stages=None if pp > 1 else 1, micro_batch=None, global_batch=batch,
+                        recompute="none", grad_reduce_bytes=4)
+        e = estimate(model, cluster(H100, gpus), layout)
+        rows.append((f"{params}B", gpus, published, e.model_tflops_per_gpu,
+                     e.model_tflops_per_gpu / published - 1, e))
+    return rows
+
+
+# -- table G: BLOOM-176B on Jean Zay -------------------------------------------------------------------
+
+BLOOM_176B = gpt(70, 14336, 112, seq_len=2048, vocab=250880, name="bloom-176b")
+JEAN_ZAY_EGRESS = 4 * 100e9 / 8  # 4 Omni-Path links of 100 Gb/s per node
+
+# nodes, TP, PP, micro-batch, published seconds per iteration
+BLOOM_LOGS = [(48, 4, 12, 2, 104.70), (24, 4, 12, 2, 215.99), (24, 4, 24, 1, 220.30), (36, 2, 36, 1, 141.22)]
+
+
+def bloom_rows():
+    rows = []
+    for nodes, tp, pp, mb, published in BLOOM_LOGS:
+        layout = Layout(tp=tp, pp=pp, zero_stage=1, micro_batch=mb, global_batch=2048, recompute="full",
+                        sequence_parallel=False, overlap_grad_reduce=False, overlap_tp_comm=False,
+                        overlap_p2p_comm=False, grad_accumulation_fusion=False, grad_reduce_bytes=4)
+        e = estimate(BLOOM_176B, cluster("a100-80gb", nodes * 8, node_egress=JEAN_ZAY_EGRESS), layout)
+        rows.append((f"tp{tp} pp{pp} ×{nodes * 8}", nodes * 8, published, e.step_time_s,
+                     published / e.step_time_s - 1, e))
+    return rows
+
+
+# -- reporting -------------------------------------------------------------------------------------
+
+def _breakdown(row) -> None:
+    """What the estimate spends its step on, for the row printed."""
+    name, _, _, _, _, e = row
+    d = e.as_dict()
+    gb = {k: round(v / 1e9, 1) for k, v in d["memory_per_gpu_bytes"].items()}
+    print(f"  worst row {name}: step {e.step_time_s:.3f} s = pipeline {e.pipeline_s:.3f} (compute {e.compute_s:.3f}, "
+          f"bubble {e.bubble_fraction:.1%}) + exposed DP {e.exposed_by_kind['dp']:.3f} + optimizer "
+          f"{e.optimizer_s:.3f}; MFU {e.mfu:.1%}; micro-batch {e.layout.micro_batch}, v {e.layout.virtual_stages}")
+    print(f"    exposed comm by kind (s): { {k: round(v, 3) for k, v in e.exposed_by_kind.items()} }")
+    print(f"    stage times (s): { {k: round(v, 4) for k, v in e.stage_times.items()} }; memory (GB): {gb}")
+
+
+def _table(title, rows, unit):
+    errors = _report(title, rows, unit)
+    _breakdown(max(rows, key=lambda r: abs(r[4])))
+    return errors
+
+
+def _meets_target(errors) -> bool:
+    return max(errors) <= 0.15 and statistics.median(errors) <= 0.10
+
+
+def _target(name, rows):
+    errors = [abs(r[4]) for r in rows]
+    if not _meets_target(errors):
+        pytest.xfail(f"{name}: the issue's target is not met (median {statistics.median(errors):.1%}, worst "
+                     f"{max(errors):.1%}); see the report with -s")
+
+
+# -- the tests ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(NEMO_TABLES))
+def test_nemo_h100_bf16_recipes_step_time(name):
+    rows = nemo_rows(name)
+    _table(f"dgxc-benchmarking 24.11.1, {name} BF16 on H100 (seconds per step; error in throughput)", rows, "s")
+    _target(name, rows)
+
+
+def test_nemotron4_340b_meets_the_target():
+    """The one held-out NeMo table that meets the issue's target today: asserted outright."""
+    errors = [abs(r[4]) for r in nemo_rows("nemotron4-340b")]
+    assert max(errors) <= 0.15 and statistics.median(errors) <= 0.10
+
+
+@pytest.mark.parametrize("name", list(NEMO_TABLES))
+def test_nemo_weak_scaling_is_flat_as_published(name):
+    """Weak scaling (batch grows with the GPUs): the published step time grows by 1.5-4.5 % from the smallest
+    to the largest cluster; the model's by as little (within 4 points), so its DP cost scales right."""
+    rows = nemo_rows(name)
+    published = rows[-1][2] / rows[0][2] - 1
+    predicted = rows[-1][3] / rows[0][3] - 1
+    if name == "nemotron4-15b" and abs(predicted - published) > 0.04:
+        # DP 4 -> 512: published +4.6 %, the model flat; see the report (reduce-scatter/all-gather latency
+        # at 512 ranks: NCCL runs them as rings, once per gradient bucket)
+        pytest.xfail(f"{name}: published {published:+.1%} from {rows[0][1]} to {rows[-1][1]} GPUs, "
+                     f"predicted {predicted:+.1%}")
+    assert abs(predicted - published) <= 0.04
+
+
+@pytest.mark.parametrize("name", list(NEMO_TABLES))
+def test_published_nemo_layouts_fit(name):
+    """Every published layout ran, so it must fit in 80 GB in the model too. The 340B recipe on 128 GPUs
+    (DP 2, its smallest) does not in the model: its optimizer states, sharded over only 2 ranks, count 12 bytes
+    a parameter (fp32 master, m, v), while the recipe keeps them in bf16 (nemotron4-340b-synth.yaml,
+    optim.dtype: bf16: Apex's distributed Adam then keeps m, v and its master shard in bf16, about 6 bytes a
+    parameter), which Layout cannot say."""
+    rows = nemo_rows(name)
+    assert all(r[5].fits for r in rows[1:])
+    if not rows[0][5].fits:
+        gb = {k: round(v / 1e9, 1) for k, v in rows[0][5].memory_per_gpu_bytes.items()}
+        pytest.xfail(f"{rows[0][0]} does not fit in the model: {gb}")
+    assert rows[0][5].fits
+
+
+def test_llama3_table_4_tflops_per_gpu():
+    rows = llama3_rows()
+    _table("Llama 3 405B, Table 4 (TFLOPs per GPU; V chosen by the estimator's auto)", rows, "TFLOP/s")
+    print("  with V fixed (V = 2 and 4 put 8 layers on every rank, as the paper's pipeline does):")
+    for v in (1, 2, 4):
+        print(f"  V = {v}: " + ", ".join(
+            f"{r[0]} {r[3]:.0f} TFLOP/s ({r[4]:+.1%}, bubble {r[5].bubble_fraction:.0%}, "
+            f"{r[5].memory_per_gpu_bytes['total'] / 1e9:.0f} GB)" for r in llama3_rows(v)))
+    assert all(r[5].fits for r in rows)
+    _target("llama3 table 4", rows)
+
+
+def test_llama3_published_virtual_stages_fit():
+    """V is not in Table 4, but the text fixes it: the first model chunk on the first stage holds only the
+    embedding and the last chunk only the output layer and loss, after one layer was taken from each end,
+    so every chunk is one layer: 126 layers + 2 = 16 ranks × 8 chunks, V = 8; and the paper trains 8K
+    sequences without activation checkpointing. So the published layout, V = 8, ran in 80 GB. Today the
+    estimator cannot place it (pp·v must be at most the layers, so 16 × 8 > 126 is refused), and by its memory
+    model no V > 1 fits at micro-batch 1 without recomputation (V = 2 and 4, which do put 8 layers on every
+    rank, come to 107 and 93 GB), so `auto` falls back to V = 1, plain 1F1B."""
+    try:
+        rows = llama3_rows(8)
+    except LayoutError as error:
+        pytest.xfail(f"V = 8 is refused: {error}; V = 2 and 4 fit: "
+                     f"{[all(r[5].fits for r in llama3_rows(v)) for v in (2, 4)]}")
+    if not all(r[5].fits for r in rows):
+        pytest.xfail(f"V = 8 does not fit: {[round(r[5].memory_per_gpu_bytes['total'] / 1e9) for r in rows]} GB")
+    assert all(r[5].fits for r in rows)
+
+
+def llama_layer_activation_bytes(tokens: int, hidden: int, ffn: int, kv_dim: int, tp: int) -> float:
+    """Bytes one Llama layer keeps for backward, counted tensor by tensor (bf16, sequence parallel, fused
+    attention keeping only Q, K, V and its output, SwiGLU, no dropout, no recomputation), for the
+    question whether the estimator refuses V > 1 because it overcounts a layer: the two norms' inputs
+    and outputs (4h), Q and the attention output (2h), K and V (2·kv_dim), the gate and up projections
+    (2f) and their product (f), 2 bytes each, split over TP."""
+    return tokens * 2 * (6 * hidden + 2 * kv_dim + 3 * ffn) / tp
+
+
+def test_llama3_activation_memory_is_not_overcounted():
+    """The estimator's activations on the first rank at V = 1 are 16 micro-batches in flight × 8 layers;
+    per layer they come within 10 % of the count above (Korthikanti's 34·sbh/t, with SwiGLU's shape, is
+    the estimator's own formula). So V > 1 does not fail on the per-layer bytes but on Megatron's
+    interleaved warm-up, L·(1 + (p−1)/(p·v)) layers in flight, and ZeRO-1's unsharded gradients."""
+    e = llama3_rows(1)[0][5]
+    per_layer = e.memory_per_gpu_bytes["activations"] / (16 * 8)
+    counted = llama_layer_activation_bytes(8192, 16384, 53248, 8 * 128, 8)
+    print(f"\nLlama 3 405B layer, 8,192 tokens, TP 8: estimator {per_layer / 1e9:.3f} GB, counted "
+          f"{counted / 1e9:.3f} GB, Korthikanti 34·sbh/t {34 * 8192 * 16384 / 8 / 1e9:.3f} GB")
+    assert abs(per_layer / counted - 1) <= 0.10
+
+
+def test_megatron_core_h100_weak_scaling():
+    rows = megatron_rows()
+    _table("Megatron-Core r0.8.0 on H100 (TFLOP/s per GPU; micro-batch and V chosen by auto)", rows, "TFLOP/s")
+    assert all(r[5].fits for r in rows)
+    _target("megatron-core r0.8.0", rows)
+
+
+def test_megatron_core_h100_efficiency_rises_with_model_size():
+    """Megatron's README: MFU rises from 41 % (1.7B) to 47-48 % (314B, 462B), "because larger GEMMs have
+    higher arithmetic intensity". The estimator's matmuls all run at one sustained rate (less idle SMs in the
+    last wave), so it predicts the opposite: the smallest model fastest."""
+    rows = megatron_rows()
+    if not rows[-1][3] > rows[0][3]:
+        pytest.xfail(f"predicted {rows[0][3]:.0f} TFLOP/s for 1.7B and {rows[-1][3]:.0f} for 462B; "
+                     f"published {rows[0][2]} and {rows[-1][2]}")
+
+
+def test_bloom_176b_iteration_time():
+    """A100, held out: the issue's target, met."""
+    rows = bloom_rows()
+    errors = _table("BLOOM-176B on Jean Zay, A100 80 GB (seconds per iteration; error in throughput)", rows, "s")
+    assert all(r[5].fits for r in rows)
+    assert max(errors) <= 0.15
+    assert statistics.median(errors) <= 0.10
