@@ -578,16 +578,18 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         for r, both in zip(replicas, traffics):  # dense, then experts (Megatron-core's DDP: separate buffers)
             traffic = both["shard"]
             if layout.zero_stage == 0:
-                reduce += collectives.all_reduce(traffic["all_reduce"], r.group, cluster)
+                reduce += bucketed(collectives.all_reduce, traffic["all_reduce"], layout, r, cluster)
             else:
                 per_reduce = traffic["reduce_scatter"] / (m if layout.zero_stage == 2 else 1)
-                reduce += collectives.reduce_scatter(per_reduce, r.group, cluster)
-                gather += collectives.all_gather(traffic["all_gather"] * r.ranks, r.group, cluster)
+                reduce += bucketed(collectives.reduce_scatter, per_reduce, layout, r, cluster)
+                gather += bucketed(collectives.all_gather, traffic["all_gather"] * r.ranks, layout, r, cluster,
+                                   element_bytes=BF16)
         if layout.zero_stage == 2 and m > 1:  # a reduce-scatter after every micro-batch's backward, overlapped
             per_mb = max(0.0, reduce - last_backward)
-            reduce_exposed = per_mb * (m - 1) + (reduce / layers_per_chunk if layout.overlap_grad_reduce else reduce)
+            reduce_exposed = per_mb * (m - 1) + (overlapped_tail(reduce, last_backward, layers_per_chunk)
+                                                 if layout.overlap_grad_reduce else reduce)
         elif layout.overlap_grad_reduce:  # buckets reduced while the last backward goes on; the last bucket waits
-            reduce_exposed = max(0.0, reduce - last_backward) + reduce / max(1.0, layers_per_chunk)
+            reduce_exposed = overlapped_tail(reduce, last_backward, layers_per_chunk)
         else:
             reduce_exposed = reduce
         exposed["dp"] = reduce_exposed + (0.0 if layout.overlap_param_gather else gather)
@@ -595,11 +597,12 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     elif layout.zero_stage == 3 and replicas:
         comm_total["zero3"] = (2 * z3_gather + z3_scatter) * model.layers / p * m
         # HSDP: each layer's gradient shard all-reduced across the replica groups once its reduce-scatter is done,
-        # in the last micro-batch only (the shards accumulate locally before it), bucket by bucket as DDP does
-        reduce = sum(collectives.all_reduce(both["replicate"]["all_reduce"], r.across_group, cluster)
+        # in the last micro-batch only (the shards accumulate locally before it), one call per layer (FSDP's unit)
+        calls = math.ceil(model.layers / p)
+        reduce = sum(calls * collectives.all_reduce(both["replicate"]["all_reduce"] / calls, r.across_group, cluster)
                      for r, both in zip(replicas, traffics) if "replicate" in both)
         if layout.overlap_grad_reduce:
-            exposed["dp"] = max(0.0, reduce - last_backward) + reduce / max(1.0, layers_per_chunk)
+            exposed["dp"] = overlapped_tail(reduce, last_backward, layers_per_chunk)
         else:
             exposed["dp"] = reduce
         comm_total["dp"] = reduce
@@ -670,6 +673,31 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         comm_bytes_per_gpu=wire,
         stage_times={"forward": dur["F"][0], "backward": dur["B"][0], "weight": dur["W"][0], "hop": hop},
         spans=spans)
+
+
+def overlapped_tail(reduce: float, backward: float, buckets: float) -> float:
+    """What a reduction of `reduce` seconds leaves exposed after a backward of `backward` seconds that hands it
+    `buckets` equal buckets as it goes: it cannot start before the first bucket is ready, and the last bucket
+    waits for the end of backward, so it ends at max(backward + reduce/buckets, backward/buckets + reduce)."""
+    buckets = max(1.0, buckets)
+    return max(reduce / buckets, reduce - backward * (buckets - 1) / buckets)
+
+
+def bucket_params(layout: Layout, ranks: int) -> float:
+    """Parameters per DP bucket: Megatron-core's default, max(40M, 1M × DP size) ("larger DP sizes need larger
+    buckets to ensure collectives do not become latency-bound"; megatron/core/distributed/
+    distributed_data_parallel_config.py)."""
+    return max(40e6, 1e6 * ranks)
+
+
+def bucketed(collective, size: float, layout: Layout, replicas, cluster: Cluster, element_bytes: int | None = None):
+    """`collective` over `replicas`' group, issued bucket by bucket as Megatron-core's DDP does: each bucket a call of
+    its own, paying NCCL's latency again, with its smaller message."""
+    if size <= 0:
+        return 0.0
+    elements = size / (element_bytes or layout.grad_reduce_bytes)
+    calls = max(1, math.ceil(elements / bucket_params(layout, replicas.ranks)))
+    return calls * collective(size / calls, replicas.group, cluster)
 
 
 MAX_TIMED_ACTIONS = 20_000
