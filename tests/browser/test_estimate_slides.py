@@ -301,3 +301,17 @@ def test_side_by_side_players_are_timed_on_the_same_cluster(page, deck_url):
     page.locator(f"{sims} select[name=time_on]").last.select_option("machine")
     assert page.locator(f"{sims} svg.sim-cluster-view").count() == 0
     assert page.locator(f"{sims} svg.sim-view-pipeline").evaluate_all("(vs) => vs.every(v => v.checkVisibility())")
+
+
+@pytest.mark.parametrize("slide,lane,header", [
+    ("ulysses-live", "CP all-to-all", "(Ulysses all-to-all)"),  # the live run's method, replayed as such
+    ("hsdp-live", "ZeRO-3", "HSDP: ZeRO-3 over 8, replicated 2×"),  # shard groups of a node, replicas across nodes
+])
+def test_every_scenario_replays_with_its_own_way_of_communicating(page, deck_url, slide, lane, header):
+    """The replays added for the last scenarios, through the real estimator: the lane and the header say how
+    the modelled run communicates, as the live run does."""
+    sim = _modelled(page, deck_url, slide)
+    view = f"{sim} svg.sim-cluster-view"
+    labels = page.locator(f"{view} text.lane-label:not(.projected-figures)").all_text_contents()
+    assert lane in labels, labels
+    assert header in page.text_content(view)

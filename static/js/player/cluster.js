@@ -31,6 +31,10 @@ function labelled(className, text, control) {
   return label;
 }
 
+// The preset a scenario is first scaled to: a mixture of experts for the expert run; a model that fits its
+// layout for the runs without tensor parallelism (HSDP's shard groups, DiLoCo's workers); Llama 3 70B otherwise.
+const FIRST_MODEL = { expert_parallel: 'mixtral-8x7b', hsdp: 'llama3-8b', diloco: 'llama3-8b', basics: 'llama3-8b' };
+
 class ClusterControl {
   constructor(player) {
     this.player = player;
@@ -40,6 +44,7 @@ class ClusterControl {
     this.size = select('cluster_gpus', [['', 'its own size']],
       'How many GPUs the modelled cluster has: the run is scaled by data parallelism, each replica keeping its batch');
     this.model = select('cluster_model', Object.entries(MODEL_NAMES), 'The model the run is scaled to on the modelled cluster');
+    this.model.value = FIRST_MODEL[player.scenario] ?? 'llama3-70b';
     this.badge = Object.assign(document.createElement('span'), { className: 'sim-clock', textContent: MEASURED });
     this.sizeLabel = labelled('sim-cluster-size', '', this.size);
     this.modelLabel = labelled('sim-cluster-model', 'as', this.model);

@@ -20,7 +20,11 @@ import { fit, textWidth } from './layout.js';
 export const GPU_NAMES = { 'h100-80gb': 'H100', 'a100-80gb': 'A100', h200: 'H200', b200: 'B200' };
 export const MODEL_NAMES = {
   'llama3-70b': 'Llama 3 70B', 'llama3-8b': 'Llama 3 8B', 'llama3-405b': 'Llama 3 405B', 'gpt3-175b': 'GPT-3 175B',
+  'mixtral-8x7b': 'Mixtral 8x7B',
 };
+// How context parallelism moves K and V (the estimate's cp_comm), for the header and the CP lane.
+const CP_HOW = { ring: 'ring', all_to_all: 'Ulysses all-to-all', all_gather: 'K, V all-gather' };
+const CP_LANE = { ring: 'CP ring', all_to_all: 'CP all-to-all', all_gather: 'CP gather' };
 // The largest cluster the control offers (the estimator's search target, issue 12).
 export const MAX_CLUSTER = 16384;
 
@@ -155,9 +159,12 @@ export function title(est) {
 }
 
 function figures(est) {
-  const degrees = [`TP ${est.tp}`, est.pp > 1 ? `PP ${est.pp}` : null, est.cp > 1 ? `CP ${est.cp}` : null,
-    est.ep > 1 ? `EP ${est.ep}` : null, `DP ${count(est.dp)}`,
-    est.zero_stage && est.dp * est.cp > 1 ? `ZeRO-${est.zero_stage}` : null].filter(Boolean).join(' · ');
+  const cp = est.cp > 1 ? `CP ${est.cp}${CP_HOW[est.cp_comm] ? ` (${CP_HOW[est.cp_comm]})` : ''}` : null;
+  const sharding = est.zero_shards && est.zero_shards < est.dp * est.cp
+    ? `HSDP: ZeRO-3 over ${count(est.zero_shards)}, replicated ${count(est.dp * est.cp / est.zero_shards)}×`
+    : est.zero_stage && est.dp * est.cp > 1 ? `ZeRO-${est.zero_stage}` : null;
+  const degrees = [`TP ${est.tp}`, est.pp > 1 ? `PP ${est.pp}` : null, cp,
+    est.ep > 1 ? `EP ${est.ep}` : null, `DP ${count(est.dp)}`, sharding].filter(Boolean).join(' · ');
   return [degrees, `step ${seconds(est.step_time_s)}`,
     est.pp > 1 ? `bubble ${(100 * est.bubble_fraction).toFixed(0)} %` : null,
     `MFU ${(100 * est.mfu).toFixed(0)} %`, `exposed comm. ${seconds(est.exposed_comm_s)}`,
@@ -197,7 +204,8 @@ function draw(target, est, { width: W, height: H }) {
   const commKinds = [...new Set(spans.filter((s) => s.stream === 'comm').map((s) => s.kind))];
   const order = Object.keys(COMM_LANE);
   commKinds.sort((a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99));
-  for (const kind of commKinds) lanes.push({ key: `comm-${kind}`, label: COMM_LANE[kind] ?? kind });
+  const laneName = (kind) => (kind === 'cp' && CP_LANE[est.cp_comm]) || COMM_LANE[kind] || kind;
+  for (const kind of commKinds) lanes.push({ key: `comm-${kind}`, label: laneName(kind) });
   const index = new Map(lanes.map((lane, i) => [lane.key, i]));
 
   // What the compute lanes' colours mean, under the axis: long names when they fit, else short ones.
