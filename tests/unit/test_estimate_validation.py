@@ -32,8 +32,8 @@ micro-batch's weight gradients to the accumulator in a backward hook (param.main
 before gradient-accumulation fusion folded that into the GEMM (Megatron-LM 2022, with Korthikanti et al.'s
 work, so table B runs fused).
 
-The issue's target is every row within 15 % and the median within 10 %: tables A and B meet both, table C
-every row (its median is 10.0 %). The model still reads fast on every row of table C (see `-s`).
+The issue's target is every row within 15 % and the median within 10 %: all three tables meet both (`-s`
+prints them). tests/unit/test_estimate_heldout.py holds further published runs the estimator was not built on.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def test_nemo_h100_bf16_step_time():
                      rows, "s")
     assert all(r[5].fits for r in rows)
     assert max(errors) <= 0.15  # the issue's per-row target, met
-    assert statistics.median(errors) <= 0.101
+    assert statistics.median(errors) <= 0.10  # the median target, met
 
 
 @pytest.mark.parametrize("rows", [narayanan_rows, korthikanti_rows])
