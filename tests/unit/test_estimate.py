@@ -591,3 +591,14 @@ def test_an_overlapped_reduction_is_never_charged_more_than_it_lasts():
                             global_batch=1152, zero_stage=0)
     e = estimate(spec, c, layout)
     assert 0 < e.exposed_by_kind["dp"] <= e.comm_total_s["dp"] + 1e-12  # was 0.29 s exposed of 0.15 s
+
+
+def test_interleaving_keeps_more_micro_batches_in_flight_on_the_first_stage():
+    """Narayanan et al. 2021 (sec. 2.2.2): with v chunks per rank, the first stage holds the activations of
+    p micro-batches times (1 + (p − 1)/(p·v)) of its layers, against p for plain 1F1B."""
+    p, v = 4, 2
+    common = dict(gpus=32, tp=8, pp=p, zero_stage=1, micro_batch=1, global_batch=8)
+    one = estimate(*build("llama3-70b", schedule="1f1b", virtual_stages=1, **common))
+    interleaved = estimate(*build("llama3-70b", schedule="interleaved_1f1b", virtual_stages=v, **common))
+    ratio = interleaved.memory_per_gpu_bytes["activations"] / one.memory_per_gpu_bytes["activations"]
+    assert ratio == pytest.approx(1 + (p - 1) / (p * v))

@@ -1,0 +1,77 @@
+"""Planted bugs in the cluster estimator (simulations/estimate/), each of which its tests must catch.
+
+The estimator's checks are the hand-computed cases of tests/unit/test_estimate.py and the published
+training runs of tests/unit/test_estimate_validation.py; neither shares the cost model's code. Each
+mutant is (module, an exact snippet of it, its replacement). `pytest -p tests.mutation.estimate_mutants`
+with DISTDECK_ESTIMATE_MUTANT=<id> runs those tests against the mutated module: the module's source is
+re-executed, mutated, in the module's own namespace before the tests import it, so every function that
+looks the mutated one up by name gets the mutant. Nothing on disk changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EstimatorMutant:
+    id: str
+    module: str
+    old: str
+    new: str
+    bug: str
+
+
+MUTANTS = [
+    EstimatorMutant("no-weight-gradients", "simulations.estimate.cost",
+                    "backward_w += matmul_time(k, n, rows, cluster)", "backward_w += 0.0",
+                    "backward computes the input gradients only (half its matmuls)"),
+    EstimatorMutant("full-recompute-free", "simulations.estimate.cost",
+                    "        recompute = forward", "        recompute = 0.0",
+                    "full activation recomputation replays nothing"),
+    EstimatorMutant("tp-forward-hidden", "simulations.estimate.cost",
+                    "f_layer = lt.forward + lt.tp_forward +", "f_layer = lt.forward + 0.0 +",
+                    "TP's forward collectives hidden, though compute waits for them"),
+    EstimatorMutant("dp-reduce-always-hidden", "simulations.estimate.cost",
+                    "            reduce_exposed = overlapped_tail(reduce, last_backward, layers_per_chunk)",
+                    "            reduce_exposed = 0.0",
+                    "an overlapped DP reduction leaves nothing exposed, not even its last bucket"),
+    EstimatorMutant("one-nic-per-ring", "simulations.estimate.collectives",
+                    "concurrent = cluster.gpus_per_node / group.per_node", "concurrent = 1",
+                    "a ring across nodes gets the whole node's egress, though every GPU's ring shares it"),
+    EstimatorMutant("all-reduce-half-the-bytes", "simulations.estimate.collectives",
+                    "sent = formulas.ring_all_reduce_bytes(size, group.size)",
+                    "sent = formulas.all_gather_bytes(size, group.size)",
+                    "an all-reduce charged the bytes of an all-gather"),
+    EstimatorMutant("peak-not-sustained", "simulations.estimate.hardware",
+                    '''"h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
+                     sustained_flops=H200_SUSTAINED,''',
+                    '''"h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
+                     sustained_flops=794.5 * TFLOP,''',
+                    "H100 matmuls at the one-GPU burst rate instead of the sustained one"),
+    EstimatorMutant("interleaving-holds-no-extra-activations", "simulations.estimate.cost",
+                    "in_flight = min(p, m) * (1 + (p - 1) / (p * v) if v > 1 else 1)", "in_flight = min(p, m)",
+                    "interleaved 1F1B's deeper warm-up keeps no more activations than 1F1B"),
+]
+BY_ID = {m.id: m for m in MUTANTS}
+
+
+def mutated_source(mutant: EstimatorMutant) -> str:
+    module = importlib.import_module(mutant.module)
+    with open(module.__file__, encoding="utf-8") as f:
+        source = f.read()
+    if source.count(mutant.old) != 1:
+        raise ValueError(f"mutant {mutant.id}: its snippet occurs {source.count(mutant.old)} times in {mutant.module}")
+    return source.replace(mutant.old, mutant.new)
+
+
+def pytest_configure(config):
+    """With DISTDECK_ESTIMATE_MUTANT set: put that mutant into its module before any test imports it."""
+    chosen = os.environ.get("DISTDECK_ESTIMATE_MUTANT")
+    if not chosen:
+        return
+    mutant = BY_ID[chosen]
+    module = importlib.import_module(mutant.module)
+    exec(compile(mutated_source(mutant), module.__file__, "exec"), module.__dict__)  # noqa: S102
