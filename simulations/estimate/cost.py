@@ -256,9 +256,10 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     if c > 1:
         traffic = context_parallel_traffic(layout.cp_comm, tokens, model.heads / t, kv_heads_per_tp_rank(model, t),
                                            model.head_dim, c)
-        if layout.cp_comm == "ring":  # c − 1 hops of this rank's K and V, hidden behind the attention compute
-            cp_f = (c - 1) * collectives.send(traffic["forward"]["send"] / (c - 1), cp_group.crosses_nodes, cluster)
-            cp_b = 2 * cp_f
+        if layout.cp_comm == "ring":  # K and V passed around beside the attention compute, one block a hop
+            hop = collectives.send(traffic["forward"]["send"] / (c - 1), cp_group.crosses_nodes, cluster)
+            cp_f = (c - 1) * hop  # K, V on to the next rank, c − 1 times
+            cp_b = (2 * c - 1) * hop  # K, V again, and the dK, dV accumulators all the way home: c hops
             cp_f_exposed, cp_b_exposed = max(0.0, cp_f - attn_fwd), max(0.0, cp_b - attn_bwd)
         elif layout.cp_comm == "all_to_all":  # QKV out and O back; dO out and dQKV back: all on the critical path
             out = tokens * model.heads / t * model.head_dim * BF16  # O (forward) or dO (backward)

@@ -602,3 +602,19 @@ def test_interleaving_keeps_more_micro_batches_in_flight_on_the_first_stage():
     interleaved = estimate(*build("llama3-70b", schedule="interleaved_1f1b", virtual_stages=v, **common))
     ratio = interleaved.memory_per_gpu_bytes["activations"] / one.memory_per_gpu_bytes["activations"]
     assert ratio == pytest.approx(1 + (p - 1) / (p * v))
+
+
+def test_ring_attention_backward_takes_the_hops_its_bytes_count():
+    """Ring attention by hand (Liu et al. 2023): forward passes each K, V block on c − 1 hops; backward passes
+    them again and carries the dK, dV accumulators c hops, home. Time follows the same hop count as the bytes."""
+    from simulations.estimate.collectives import send
+    from simulations.estimate.cost import groups, layer_time
+
+    spec, c, _ = build("llama3-70b", gpus=32, tp=8, cp=4, zero_stage=1, micro_batch=1, global_batch=1)
+    layout = _cp_layout("ring")
+    g = groups(c, layout)
+    lt = layer_time(spec, layout, c, 1, g["tp"], g["cp"], g["ep"])
+    block = 2 * (8192 / 4) * 1 * 128 * 2  # K and V of 2,048 tokens, one K/V head per TP rank, head dim 128, bf16
+    hop = send(block, True, c)
+    assert lt.cp_forward == pytest.approx(3 * hop, rel=1e-12)
+    assert lt.cp_backward == pytest.approx((3 + 4) * hop, rel=1e-12)
