@@ -177,6 +177,16 @@ def estimate_cmd(
     sequence_parallel: Annotated[bool, typer.Option(help="Sequence parallelism with TP.")] = True,
     flash_attention: Annotated[bool | None, typer.Option(
         help="Fused attention (default: what the preset's paper ran).", show_default=False)] = None,
+    gated_mlp: Annotated[bool | None, typer.Option(
+        help="SwiGLU MLP (default: the preset's; custom: GPT's two-matrix MLP).", show_default=False)] = None,
+    dropout: Annotated[bool | None, typer.Option(
+        help="Dropout after attention and MLP (default: the preset's; custom: none).", show_default=False)] = None,
+    overlap_grad_reduce: Annotated[bool, typer.Option(help="DP gradient reduction overlaps backward.")] = True,
+    overlap_param_gather: Annotated[bool, typer.Option(help="ZeRO-1/2 parameter all-gather overlaps forward.")] = True,
+    overlap_tp_comm: Annotated[bool, typer.Option(help="TP's backward collectives overlap weight gradients.")] = True,
+    overlap_p2p_comm: Annotated[bool, typer.Option(help="Pipeline sends overlap compute.")] = True,
+    grad_accumulation_fusion: Annotated[bool, typer.Option(help="Weight gradients accumulate in the GEMM.")] = True,
+    grad_reduce_dtype: Annotated[str, typer.Option(help="Gradients on the wire: bf16 or fp32.")] = "bf16",
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
 ) -> None:
     """Estimate one training step on a modelled GPU cluster: time, throughput, MFU, memory per GPU."""
@@ -191,7 +201,10 @@ def estimate_cmd(
             tp=tp, pp=pp, cp=cp, ep=ep, cp_comm=cp_comm, zero_shards=zero_shards,
             zero_stage=zero_stage, schedule=schedule, virtual_stages=virtual_stages, micro_batch=micro_batch,
             global_batch=global_batch, recompute=recompute, sequence_parallel=sequence_parallel,
-            flash_attention=flash_attention)
+            flash_attention=flash_attention, gated_mlp=gated_mlp, dropout=dropout, overlap_grad_reduce=overlap_grad_reduce,
+            overlap_param_gather=overlap_param_gather, overlap_tp_comm=overlap_tp_comm,
+            overlap_p2p_comm=overlap_p2p_comm, grad_accumulation_fusion=grad_accumulation_fusion,
+            grad_reduce_dtype=grad_reduce_dtype)
         result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
         typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)

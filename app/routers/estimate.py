@@ -59,6 +59,17 @@ class EstimateParams(BaseModel):
     recompute: Literal["none", "selective", "full"] = "selective"
     sequence_parallel: bool = Field(True, description="Sequence parallelism with TP (Korthikanti et al.)")
     flash_attention: bool | None = Field(None, description="Fused attention; default: what the preset's paper ran")
+    gated_mlp: bool | None = Field(None, description="SwiGLU MLP (three matrices); default: the preset's, GPT's "
+                                                     "two-matrix MLP for custom")
+    dropout: bool | None = Field(None, description="Dropout after attention and MLP; default: the preset's, none "
+                                                   "for custom")
+    overlap_grad_reduce: bool = Field(True, description="DP gradient reduction overlaps backward, bucket by bucket")
+    overlap_param_gather: bool = Field(True, description="ZeRO-1/2 parameter all-gather behind the next forward")
+    overlap_tp_comm: bool = Field(True, description="TP's backward collectives beside the weight-gradient GEMMs")
+    overlap_p2p_comm: bool = Field(True, description="Pipeline sends beside compute (False: blocking, as "
+                                                      "Megatron-LM before 2023)")
+    grad_accumulation_fusion: bool = Field(True, description="Weight gradients accumulate inside the GEMM")
+    grad_reduce_dtype: Literal["bf16", "fp32"] = Field("bf16", description="Gradients on the wire")
 
 
 class EstimateQuery(EstimateParams):
@@ -106,6 +117,7 @@ class EstimateResult(BaseModel):
     exposed_comm_s: float = Field(description="Communication on the critical path (not hidden behind compute)")
     exposed_comm_by_kind_s: dict[str, float]
     comm_total_s: dict[str, float]
+    comm_bytes_per_gpu: dict[str, float] = Field(description="Bytes one GPU sends per step, by kind (ring counts)")
     compute_s: float
     optimizer_s: float
     memory_per_gpu_bytes: dict[str, float] = Field(description="Bytes per GPU by role, and total")

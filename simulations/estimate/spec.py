@@ -19,10 +19,15 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
           cp_comm: str = "ring", zero_shards: int | None = None,
           schedule: str = "1f1b", virtual_stages: int | str | None = "auto", micro_batch: int | str | None = "auto",
           global_batch: int = 1024, recompute: str = "selective", sequence_parallel: bool = True,
-          flash_attention: bool | None = None, check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
+          flash_attention: bool | None = None, gated_mlp: bool | None = None, dropout: bool | None = None,
+          overlap_grad_reduce: bool = True, overlap_param_gather: bool = True, overlap_tp_comm: bool = True,
+          overlap_p2p_comm: bool = True, grad_accumulation_fusion: bool = True, grad_reduce_dtype: str = "bf16",
+          check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
     """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
     every shape field; raises LayoutError naming the field at fault. `check_layout=False` (the layout
-    search, which tries its own TP, PP, CP) checks the model, the cluster and the batch only."""
+    search, which tries its own TP, PP, CP) checks the model, the cluster and the batch only. The overlap and
+    fusion switches and `grad_reduce_dtype` describe the training software (Layout's fields say what each
+    does); the defaults are today's Megatron-core."""
     shape = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
                  seq_len=seq_len)
     if model == "custom":
@@ -38,6 +43,12 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
         raise LayoutError("model", f"must be one of {', '.join([*MODELS, 'custom'])}, got {model!r}")
     if flash_attention is not None:  # presets say what their own papers ran; a newer run may differ
         spec = replace(spec, flash_attention=flash_attention)
+    if gated_mlp is not None:  # SwiGLU (Llama, Mixtral) or a two-matrix MLP (GPT); custom shapes default to GPT's
+        spec = replace(spec, gated_mlp=gated_mlp)
+    if dropout is not None:  # GPT-3-era runs drop out after attention and MLP; Llama-era runs do not
+        spec = replace(spec, dropout=dropout)
+    if grad_reduce_dtype not in ("bf16", "fp32"):
+        raise LayoutError("grad_reduce_dtype", f"must be bf16 or fp32, got {grad_reduce_dtype!r}")
     if experts is not None or top_k is not None:  # a mixture of experts: each FFN becomes `experts` FFNs
         spec = replace(spec, experts=experts if experts is not None else spec.experts,
                        top_k=top_k if top_k is not None else max(1, spec.top_k))
@@ -61,7 +72,11 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
                     zero_shards=zero_shards, schedule=schedule,  # type: ignore[arg-type]
                     virtual_stages=parse_auto("virtual_stages", virtual_stages),
                     micro_batch=parse_auto("micro_batch", micro_batch), global_batch=global_batch,
-                    recompute=recompute, sequence_parallel=sequence_parallel)  # type: ignore[arg-type]
+                    recompute=recompute, sequence_parallel=sequence_parallel,  # type: ignore[arg-type]
+                    overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
+                    overlap_tp_comm=overlap_tp_comm, overlap_p2p_comm=overlap_p2p_comm,
+                    grad_accumulation_fusion=grad_accumulation_fusion,
+                    grad_reduce_bytes=4 if grad_reduce_dtype == "fp32" else 2)
     if layout.virtual_stages is None and schedule != "interleaved_1f1b":
         layout = replace(layout, virtual_stages=1)
     if not check_layout:

@@ -303,3 +303,28 @@ def test_replay_basics_is_one_gpu_and_replicas_on_more(client):
     assert comm == {}
     replicas, comm = _replay(client, scenario="basics", batch=4, gpus=8)
     assert (replicas["dp"], replicas["global_batch"]) == (8, 32) and comm == {"dp": 80}
+
+
+def test_a_published_run_can_be_described_through_the_api_alone(client):
+    """Narayanan et al.'s 39.1B row, as the validation test builds it in Python, asked of GET /api/estimate with
+    the shape and the 2021 software switches as query parameters: the same step time."""
+    from simulations.estimate import Layout, cluster, estimate, gpt
+
+    layout = Layout(tp=8, pp=2, zero_stage=0, schedule="1f1b", virtual_stages=1, micro_batch=4, global_batch=1536,
+                    recompute="full", sequence_parallel=False, overlap_grad_reduce=False, overlap_tp_comm=False,
+                    overlap_p2p_comm=False, grad_accumulation_fusion=False)
+    expected = estimate(gpt(48, 8192, 64), cluster("a100-80gb", 512), layout)
+    query = {"model": "custom", "layers": 48, "hidden": 8192, "heads": 64, "vocab": 51200, "seq_len": 2048,
+             "gated_mlp": "false", "dropout": "true", "flash_attention": "false", "gpu": "a100-80gb", "gpus": 512,
+             "tp": 8, "pp": 2, "zero_stage": 0, "schedule": "1f1b", "virtual_stages": 1, "micro_batch": 4,
+             "global_batch": 1536, "recompute": "full", "sequence_parallel": "false", "overlap_grad_reduce": "false",
+             "overlap_tp_comm": "false", "overlap_p2p_comm": "false", "grad_accumulation_fusion": "false"}
+    r = client.get("/api/estimate", params=query)
+    assert r.status_code == 200, r.text
+    assert r.json()["step_time_s"] == pytest.approx(expected.step_time_s, rel=1e-12)
+    swiglu = client.get("/api/estimate", params={**query, "gated_mlp": "true"}).json()
+    assert swiglu["step_time_s"] > r.json()["step_time_s"]  # a third FFN matrix
+    fp32 = client.get("/api/estimate", params={**query, "grad_reduce_dtype": "fp32"}).json()
+    assert fp32["comm_bytes_per_gpu"]["dp"] == pytest.approx(2 * r.json()["comm_bytes_per_gpu"]["dp"])
+    bad = client.get("/api/estimate", params={**query, "grad_reduce_dtype": "fp16"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "grad_reduce_dtype"]

@@ -49,6 +49,7 @@ def test_custom_model_prints_a_table():
     (["--zero-stage", "3", "--zero-shards", "3"], "--zero-shards must divide dp·cp (128), got 3"),
     (["--zero-shards", "8"], "--zero-shards hybrid sharding needs zero_stage 3"),
     (["--zero-shards", "many"], "Invalid value for '--zero-shards'"),
+    (["--grad-reduce-dtype", "fp16"], "--grad-reduce-dtype must be bf16 or fp32, got 'fp16'"),
 ])
 def test_invalid_layouts_exit_2_with_a_message(args, message):
     result = runner.invoke(cli, ["estimate", *args])
