@@ -21,12 +21,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def torchrun(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    with socket.socket() as s:  # a free port for the rendezvous: port 0 would reach the workers as 0
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
-               "-m", "simulations.record", *args]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    """`simulations.record` under torchrun on 2 local ranks. A rank killed by a signal (gloo's TCP transport
+    aborting, seen once in a full suite on a 2-core machine and not in 15 reruns) is tried once more: a bug in
+    the run fails both times, and fails with an exit code, not a signal."""
+    for attempt in range(2):
+        with socket.socket() as s:  # a free port for the rendezvous: port 0 would reach the workers as 0
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
+                   "-m", "simulations.record", *args]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        if done.returncode == 0 or "received by PID" not in done.stderr:
+            return done
+    return done
 
 
 def test_torchrun_records_a_run_that_the_server_lists_and_replays(tmp_path):
