@@ -8,6 +8,9 @@ from typing import Annotated
 
 import typer
 
+from simulations.estimate.hardware import GPUS
+from simulations.estimate.models import MODELS
+
 cli = typer.Typer(no_args_is_help=True, add_completion=False, help="distdeck: see distributed training, for real.")
 
 
@@ -145,8 +148,7 @@ def list_scenarios() -> None:
 
 @cli.command("estimate")
 def estimate_cmd(
-    model: Annotated[str, typer.Option(
-        help="gpt3-175b, llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b or custom.")] = "llama3-70b",
+    model: Annotated[str, typer.Option(help=f"{', '.join(MODELS)} or custom.")] = "llama3-70b",
     layers: Annotated[int | None, typer.Option(help="Layers (custom, or override a preset).")] = None,
     hidden: Annotated[int | None, typer.Option(help="Hidden size.")] = None,
     heads: Annotated[int | None, typer.Option(help="Attention heads.")] = None,
@@ -156,7 +158,7 @@ def estimate_cmd(
     seq_len: Annotated[int | None, typer.Option(help="Sequence length in tokens.")] = None,
     experts: Annotated[int | None, typer.Option(help="FFN experts per layer (mixture of experts).")] = None,
     top_k: Annotated[int | None, typer.Option(help="Experts each token is routed to.")] = None,
-    gpu: Annotated[str, typer.Option(help="a100-80gb, h100-80gb, h200 or b200.")] = "h100-80gb",
+    gpu: Annotated[str, typer.Option(help=f"{', '.join(GPUS)}.")] = "h100-80gb",
     gpus: Annotated[int, typer.Option(help="GPUs in the cluster.")] = 1024,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node (one NVLink domain).")] = 8,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 8,

@@ -18,18 +18,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app import estimate_math
 from simulations import estimate as est
+from simulations.estimate.layout import CPComm, Recompute, Schedule
 
 router = APIRouter(prefix="/api", tags=["estimate"])
 
 MAX_SPANS = 20_000
 
 Auto = Literal["auto"] | Annotated[int, Field(ge=1, le=4096)]
+# The choices are the estimator's own catalogs, so a preset or GPU added there is offered here too.
+Preset = Literal[tuple(est.MODELS)]
+GpuName = Literal[tuple(est.GPUS)]
 
 
 class EstimateParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "custom"] = "llama3-70b"
+    model: Preset | Literal["custom"] = "llama3-70b"
     layers: int | None = Field(None, ge=1, le=1024)
     hidden: int | None = Field(None, ge=64, le=131072)
     heads: int | None = Field(None, ge=1, le=1024)
@@ -39,7 +43,7 @@ class EstimateParams(BaseModel):
     seq_len: int | None = Field(None, ge=1, le=1_048_576)
     experts: int | None = Field(None, ge=0, le=1024, description="FFN experts per layer (mixture of experts); 0: dense")
     top_k: int | None = Field(None, ge=1, le=64, description="Experts each token is routed to")
-    gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
+    gpu: GpuName = "h100-80gb"
     gpus: int = Field(1024, ge=1, le=131072)
     gpus_per_node: int = Field(8, ge=1, le=72)
     tp: int = Field(8, ge=1, le=72)
@@ -47,16 +51,16 @@ class EstimateParams(BaseModel):
     cp: int = Field(1, ge=1, le=1024)
     ep: int = Field(1, ge=1, le=1024)
     zero_stage: int = Field(1, ge=0, le=3)
-    cp_comm: Literal["ring", "all_to_all", "all_gather"] = Field(
+    cp_comm: CPComm = Field(
         "ring", description="Context parallelism: ring attention, Ulysses all-to-all, or Llama 3's K/V all-gather")
     zero_shards: int | None = Field(None, ge=1, le=131072, description="Hybrid sharding (HSDP, ZeRO-3 only): shard "
                                     "over groups of this many data-parallel ranks, replicate across them; "
                                     "default: shard over all")
-    schedule: Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"] = "1f1b"
+    schedule: Schedule = "1f1b"
     virtual_stages: Auto = "auto"
     micro_batch: Auto = "auto"
     global_batch: int = Field(1024, ge=1, le=10_000_000)
-    recompute: Literal["none", "selective", "full"] = "selective"
+    recompute: Recompute = "selective"
     sequence_parallel: bool = Field(True, description="Sequence parallelism with TP (Korthikanti et al.)")
     flash_attention: bool | None = Field(None, description="Fused attention; default: what the preset's paper ran")
     gated_mlp: bool | None = Field(None, description="SwiGLU MLP (three matrices); default: the preset's, GPT's "
@@ -129,10 +133,9 @@ class EstimateResult(BaseModel):
 class ReplayParams(BaseModel):
     model_config = ConfigDict(extra="allow")  # the live scenario's own parameters ride along
 
-    scenario: Literal["basics", "pipeline", "ddp", "zero", "hsdp", "tensor_parallel", "parallel_3d", "ring_attention",
-                      "ulysses", "expert_parallel", "diloco"]
-    model: Literal["gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b"] = "llama3-70b"
-    gpu: Literal["a100-80gb", "h100-80gb", "h200", "b200"] = "h100-80gb"
+    scenario: Literal[estimate_math.REPLAYED]
+    model: Preset = "llama3-70b"
+    gpu: GpuName = "h100-80gb"
     gpus: int | None = Field(None, ge=1, le=131072, description="GPUs of the modelled cluster; the run is scaled "
                                                               "by data parallelism (default: the run's own size)")
 

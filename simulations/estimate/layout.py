@@ -9,7 +9,7 @@ group's ranks are TP apart, and each expert is replicated on dpÂ·cp/ep ranks TPÂ
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from simulations.estimate.hardware import Cluster
 from simulations.estimate.models import Model
@@ -19,9 +19,9 @@ Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
 # all-to-alls to head shards and back (DeepSpeed-Ulysses, Jacobs et al., arXiv:2309.14509); or an all-gather
 # of K and V and a reduce-scatter of their gradients (Llama 3, Dubey et al., arXiv:2407.21783 sec. 3.3.2).
 CPComm = Literal["ring", "all_to_all", "all_gather"]
-CP_COMMS = ("ring", "all_to_all", "all_gather")
+CP_COMMS = get_args(CPComm)
 Recompute = Literal["none", "selective", "full"]
-SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b", "zero_bubble")
+SCHEDULES = get_args(Schedule)
 
 
 class LayoutError(ValueError):
@@ -102,7 +102,7 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
     check_zero_shards(layout, dp * c)
     if layout.schedule not in SCHEDULES:
         raise LayoutError("schedule", f"must be one of {', '.join(SCHEDULES)}, got {layout.schedule!r}")
-    if layout.recompute not in ("none", "selective", "full"):
+    if layout.recompute not in get_args(Recompute):
         raise LayoutError("recompute", f"must be none, selective or full, got {layout.recompute!r}")
     if layout.global_batch < 1 or layout.global_batch % dp:
         raise LayoutError("global_batch", f"must be a positive multiple of dp = {dp}, got {layout.global_batch}")
