@@ -27,13 +27,14 @@ MAX_SPANS = 20_000
 Auto = Literal["auto"] | Annotated[int, Field(ge=1, le=4096)]
 # The choices are the estimator's own catalogs, so a preset or GPU added there is offered here too.
 Preset = Literal[tuple(est.MODELS)]
+PresetOrCustom = Literal[(*est.MODELS, "custom")]
 GpuName = Literal[tuple(est.GPUS)]
 
 
 class EstimateParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: Preset | Literal["custom"] = "llama3-70b"
+    model: PresetOrCustom = "llama3-70b"
     layers: int | None = Field(None, ge=1, le=1024)
     hidden: int | None = Field(None, ge=64, le=131072)
     heads: int | None = Field(None, ge=1, le=1024)
