@@ -367,6 +367,13 @@ class Replicas:
     across_group: Group = Group(1, 1)
 
 
+def shard_ranks(layout: Layout, dpc: int) -> tuple[int, int]:
+    """The ranks over which (dense, expert) parameters' gradients are reduced and, under ZeRO, their states
+    sharded: the dense over DP·CP (hybrid sharded: `zero_shards` of them); a mixture of experts' expert weights
+    over their expert-data-parallel group, dp·cp/ep ranks."""
+    return layout.zero_shards or dpc, dpc // layout.ep
+
+
 def replica_groups(model: Model, layout: Layout, cluster: Cluster, g: dict[str, Group]) -> list[Replicas]:
     """The dense parameters over the DP·CP ranks (or, hybrid sharded, over `zero_shards` of them, replicated
     across the rest); a mixture of experts' expert parameters over the expert-data-parallel ranks, dp·cp/ep of
@@ -374,11 +381,11 @@ def replica_groups(model: Model, layout: Layout, cluster: Cluster, g: dict[str, 
     dpc = layout.dp(cluster.gpus) * layout.cp
     (dense, expert), (dense_stage, expert_stage) = (layer_param_split(model, layout),
                                                     stage_param_split(model, layout, 0))
-    shards = layout.zero_shards or dpc
+    shards, expert_ranks = shard_ranks(layout, dpc)
     n, t = cluster.gpus_per_node, layout.tp
     replicas = dpc // shards  # consecutive ranks shard; the ranks holding the same shard are t·shards apart
     found = [Replicas(dense, dense_stage, shards, place(shards, t, n), replicas, place(replicas, t * shards, n)),
-             Replicas(expert, expert_stage, dpc // layout.ep, g["edp"])]
+             Replicas(expert, expert_stage, expert_ranks, g["edp"])]
     return [r for r in found if r.stage > 0 and r.ranks * r.across > 1]
 
 
@@ -414,10 +421,10 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
         in_flight = min(p, m) * (1 + (p - 1) / (p * v) if v > 1 else 1)
     best = None
     for stage in {0, p - 1}:
-        dense, expert = stage_param_split(model, layout, stage)  # experts sharded over their fewer replicas
-        states = formulas.model_state_bytes(dense, "bf16", layout.zero_stage, layout.zero_shards or dp * c)
-        for role, nbytes in formulas.model_state_bytes(expert, "bf16", layout.zero_stage, dp * c // layout.ep).items():
-            states[role] += nbytes
+        states: dict[str, float] = {}  # dense and expert weights, each sharded over its own replicas
+        for params, ranks in zip(stage_param_split(model, layout, stage), shard_ranks(layout, dp * c)):
+            for role, nbytes in formulas.model_state_bytes(params, "bf16", layout.zero_stage, ranks).items():
+                states[role] = states.get(role, 0.0) + nbytes
         acts = per_layer * layers * in_flight if stage == 0 else per_layer * layers * min(in_flight, max(1, v))
         if recompute == "full":  # the layer being replayed holds its whole activations for a moment
             acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
@@ -567,7 +574,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                   "ep": lt.ep_exposed * model.layers / p * m}
     ends = (embed_f + embed_b + head_f + head_b) * m  # on the first and last stages, which set the pace
     comm_total["tp"] += ends
-    exposed = {"tp": (lt.tp_forward * (2 if layout.recompute == "full" else 1) + tp_bwd_exposed) * model.layers / p * m
+    exposed = {"tp": (lt.tp_forward * replays + tp_bwd_exposed) * model.layers / p * m
                + ends,
                "cp": (replays * lt.cp_forward_exposed + lt.cp_backward_exposed) * model.layers / p * m,
                "ep": lt.ep_exposed * model.layers / p * m,
@@ -607,9 +614,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         else:
             exposed["dp"] = reduce
         comm_total["dp"] = reduce
-    dense, expert = stage_param_split(model, layout, 0)  # the optimizer steps the shard it owns
-    shards = layout.zero_shards or dp * c
-    optimizer_params = dense / shards + expert / (dp * c // layout.ep) if layout.zero_stage >= 1 else dense + expert
+    optimizer_params = sum(params / (ranks if layout.zero_stage >= 1 else 1)  # the optimizer steps the shard it owns
+                           for params, ranks in zip(stage_param_split(model, layout, 0), shard_ranks(layout, dp * c)))
     optimizer = memory_time(optimizer_params * ADAM_BYTES_PER_PARAM, cluster)
     step = timed.makespan + exposed["dp"] + optimizer
     exposed["pp"] = max(0.0, timed.makespan - (sum(dur["F"]) + sum(dur["B"]) + sum(dur["W"]) * (
@@ -618,8 +624,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     compute = (lt.forward + lt.backward_input + lt.backward_weight + lt.recompute) * model.layers / p * m
     mem = memory(model, layout, cluster, b, m, v)
     activation_bytes = tokens * model.hidden * BF16
-    # 2 forward (+ 2 replayed under full recomputation), 2 backward
-    tp_ops = (4 + (2 if layout.recompute == "full" else 0)) * model.layers / p * m
+    # 2 in each forward (and in its replay under full recomputation), 2 backward
+    tp_ops = (2 * replays + 2) * model.layers / p * m
     per_op = (2 * formulas.all_gather_bytes(activation_bytes, t) if layout.sequence_parallel
               else formulas.ring_all_reduce_bytes(activation_bytes, t))
     # ZeRO-3's gathers and scatters on the zero3 lane; the data-parallel reduction (HSDP's across replicas) on dp
@@ -642,10 +648,10 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         spans = timeline.layer_spans(timeline.LayerCosts(
             layers=model.layers, micro_batches=m,
             forward=lt.forward + (lt.cp_forward_exposed if ring else 0.0),
-            backward=bi_layer - tp_bwd_exposed - (lt.tp_forward if layout.recompute == "full" else 0.0)
+            backward=bi_layer - tp_bwd_exposed - (replays - 1) * lt.tp_forward
             + (0.0 if layout.overlap_tp_comm else lt.tp_backward) - cp_waits_backward - lt.ep_exposed / 2,
             ep_waits=lt.ep_exposed / 2,
-            weight=bw_compute, tp_forward=lt.tp_forward * (2 if layout.recompute == "full" else 1),
+            weight=bw_compute, tp_forward=lt.tp_forward * replays,
             tp_backward=lt.tp_backward if layout.overlap_tp_comm else 0.0,
             embed_forward=embed_f, head_forward=logits_f + head_f,
             head_backward=logits_b + head_b, embed_backward=embedding_b + embed_b,
