@@ -12,7 +12,7 @@
  * the title and figures wrap to the pane's width, lane labels and ticks stay at reading size, and a
  * span is named only where its name fits.
  */
-import { ms } from '../format.js';
+import { ms, value as count } from '../format.js'; // count: 1,024
 import { staticSite } from '../source.js';
 import { fit, textWidth } from './layout.js';
 
@@ -60,11 +60,6 @@ const OTHER_FILL = 'var(--fg-muted, #9aa3b2)';
 
 const answers = new Map(); // query -> Promise of the estimate (or of an error message)
 const known = new Map(); // query -> the estimate, once answered (drawn at once, without a flash)
-
-/** `n` with thousands separators: 1,024. */
-export function count(n) {
-  return Number(n).toLocaleString('en-US');
-}
 
 function gcd(a, b) { return b ? gcd(b, a % b) : a; }
 
