@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app import estimate_math
 from simulations import estimate as est
 from simulations.estimate.layout import CPComm, Recompute, Schedule
+from simulations.estimate.timeline import span_count
 
 router = APIRouter(prefix="/api", tags=["estimate"])
 
@@ -167,7 +168,7 @@ def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
         raise _invalid(params, exc) from None
     timeline = None
     if params.timeline:
-        actions = layout_actions(result)
+        actions = span_count(result)
         if actions > MAX_SPANS:
             raise RequestValidationError([{"type": "value_error", "loc": ("query", "timeline"), "input": True,
                                            "msg": f"a timeline of {actions} spans is more than {MAX_SPANS}: "
@@ -175,19 +176,6 @@ def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
         result = est.estimate(model, cluster, result.layout, keep_spans=True)
         timeline = [Span(**span) for span in result.spans]
     return EstimateResult(**result.as_dict(), timeline=timeline)
-
-
-def layout_actions(e: est.Estimate) -> int:
-    """Spans a timeline would hold: F and B (and W) of every micro-batch on every stage; without stages,
-    layer by layer: F, B, W and each kind of communication's spans per layer and micro-batch (ZeRO-3: two
-    gathers and a reduce-scatter; TP, CP and EP: one each way; a DP bucket)."""
-    if e.layout.pp == 1:
-        lay = e.layout
-        comm = (3 * (lay.zero_stage == 3) + 2 * (lay.tp > 1) + 2 * (lay.cp > 1)
-                + 2 * (lay.ep > 1 and e.model.experts > 0) + 1)
-        return (3 + comm) * (e.model.layers + 1) * e.micro_batches
-    per = 3 if e.layout.schedule == "zero_bubble" else 2
-    return e.layout.pp * e.layout.virtual_stages * e.micro_batches * per
 
 
 @router.get("/estimate/search", response_model=SearchResult,

@@ -121,3 +121,17 @@ def layer_spans(c: LayerCosts) -> list[dict]:
     done = max([clock, *comm_free.values()])  # the optimizer needs every gradient reduced
     compute("opt", -1, -1, done, c.optimizer)
     return spans
+
+
+def span_count(e) -> int:
+    """Spans the timeline of estimate `e` would hold: F and B (and W) of every micro-batch on every stage;
+    without stages, layer by layer: F, B, W and each kind of communication's spans per layer and micro-batch
+    (ZeRO-3: two gathers and a reduce-scatter; TP, CP and EP: one each way; a DP bucket). Cheap to ask before
+    keeping the spans of a large step."""
+    lay = e.layout
+    if lay.pp == 1:
+        comm = (3 * (lay.zero_stage == 3) + 2 * (lay.tp > 1) + 2 * (lay.cp > 1)
+                + 2 * (lay.ep > 1 and e.model.experts > 0) + 1)
+        return (3 + comm) * (e.model.layers + 1) * e.micro_batches
+    per = 3 if lay.schedule == "zero_bubble" else 2
+    return lay.pp * lay.virtual_stages * e.micro_batches * per
