@@ -187,15 +187,21 @@ SMALLEST_TEXT = """() => {
 }"""
 
 
+def open_widget(context_for, blog):
+    """The blog page with the widget in it, on a laptop screen, once the widget's run has drawn: (page, frame)."""
+    page = context_for(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(blog.url)
+    frame = page.locator("#widget").element_handle().content_frame()
+    frame.wait_for_selector("html.deck-ready")
+    wait_for_run(frame)
+    return page, frame
+
+
 def widget_text(context_for, site, width: int, height: int) -> dict:
     src = f"{site.server_url}/embed/ddp?world_size=4&bucket_kb=0.25&controls=world_size,bucket_kb&views=ranks,timeline"
     blog = snippet(src, width, height)
     try:
-        page = context_for(viewport={"width": 1280, "height": 900}).new_page()
-        page.goto(blog.url)
-        frame = page.locator("#widget").element_handle().content_frame()
-        frame.wait_for_selector("html.deck-ready")
-        wait_for_run(frame)
+        _, frame = open_widget(context_for, blog)
         frame.wait_for_timeout(500)
         return {"view_count": frame.locator(".sim-view").count(), **frame.evaluate(SMALLEST_TEXT)}
     finally:
@@ -220,11 +226,7 @@ def test_open_in_a_new_tab_carries_the_readers_changes_and_position(context_for,
     src = f"{site.server_url}/embed/ddp?world_size=4&controls=world_size&views=ranks"
     blog = snippet(src)
     try:
-        page = context_for(viewport={"width": 1280, "height": 900}).new_page()
-        page.goto(blog.url)
-        frame = page.locator("#widget").element_handle().content_frame()
-        frame.wait_for_selector("html.deck-ready")
-        wait_for_run(frame)
+        page, frame = open_widget(context_for, blog)
         # A number box or, where only some values can run, a choice among them.
         frame.locator(".sim-controls [name=world_size]").evaluate(
             "(el) => { el.value = '2'; el.dispatchEvent(new Event('change')); }")
