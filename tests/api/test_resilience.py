@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.settings import Settings
+from tests.served import served_with_warm_pool
 from tests.sse import read_events
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_rank_killed_mid_run_ends_in_an_error_event_then_the_next_run_succeeds(small_pool):
@@ -52,12 +49,6 @@ def test_a_run_past_its_timeout_is_ended_and_the_pool_recovers(small_pool):
             assert list(read_events(r.iter_lines()))[-1][0] == "done"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
@@ -85,21 +76,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_stopping_the_server_leaves_no_orphan_processes(stop):
-    port = _free_port()
-    env = {**os.environ, "DISTDECK_START_POOL_ON_STARTUP": "true", "DISTDECK_POOL_SIZE": "2"}
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 90
-        health = {}
-        while time.monotonic() < deadline:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).json()
-                if health["simulator"] == "ready":
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
+    with served_with_warm_pool() as (server, port, health):
         assert health.get("simulator") == "ready", health
         with httpx.stream("GET", f"http://127.0.0.1:{port}/api/simulations/ddp/frames?world_size=2", timeout=60) as r:
             assert list(read_events(r.iter_lines()))[-1][0] == "done"
@@ -111,6 +88,3 @@ def test_stopping_the_server_leaves_no_orphan_processes(stop):
         while any(_alive(p) for p in owned) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not [p for p in owned if _alive(p)]
-    finally:
-        if server.poll() is None:
-            server.kill()

@@ -9,13 +9,10 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 import pytest
@@ -29,9 +26,9 @@ from simulations.runtime import RankPool
 from simulations.runtime.pool import clean_stale_store_files
 from simulations.runtime.runs import CANCELLED
 from simulations.scenarios import ddp, ring_attention
+from tests.served import free_port, served_with_warm_pool
 from tests.sse import read_events
 
-ROOT = Path(__file__).resolve().parents[2]
 
 SECURITY_HEADERS = ("content-security-policy", "x-content-type-options", "referrer-policy")
 
@@ -117,16 +114,10 @@ def test_the_widget_for_more_ranks_than_the_pool_has_is_a_422_page(app_without_p
 # -- shared helpers for the tests that need a real server (disconnects, shutdown) -------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def live_server(app):
     """The app under uvicorn in a thread: a dropped HTTP connection is a real disconnect."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -337,17 +328,7 @@ def test_stale_rendezvous_files_of_dead_servers_are_removed(tmp_path):
 
 @pytest.mark.slow
 def test_stopping_the_server_ends_open_streams_with_an_error_event():
-    port = _free_port()
-    env = {**os.environ, "DISTDECK_START_POOL_ON_STARTUP": "true", "DISTDECK_POOL_SIZE": "2"}
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).json()["simulator"] == "ready":
-                    break
-            time.sleep(0.3)
+    with served_with_warm_pool() as (server, port, _):
         events = []
         with httpx.stream("GET", f"http://127.0.0.1:{port}/api/simulations/ddp/frames?{LONG}", timeout=60) as r:
             for event in read_events(r.iter_lines()):
@@ -356,9 +337,6 @@ def test_stopping_the_server_ends_open_streams_with_an_error_event():
                     server.send_signal(signal.SIGTERM)
         assert events[-1] == ("error", None, {"message": "the server is shutting down"}), events[-1]
         assert server.wait(timeout=30) is not None
-    finally:
-        if server.poll() is None:
-            server.kill()
 
 
 @pytest.mark.slow

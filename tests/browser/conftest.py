@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.sites import OnePageSite, free_port, server_log, wait_until_up
+from tests.browser.sites import OnePageSite, server_log, wait_until_up
+from tests.served import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import atexit
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,14 +17,10 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests.served import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SUBFOLDER = "blog/deck"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def server_log():
