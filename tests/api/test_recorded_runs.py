@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from fastapi.testclient import TestClient
 from app.main import create_app
 from app.settings import Settings
 from simulations.frames import RunFile
+from tests.served import free_port
 from tests.sse import read_events
 
 pytestmark = pytest.mark.slow
@@ -25,9 +25,7 @@ def torchrun(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     aborting, seen once in a full suite on a 2-core machine and not in 15 reruns) is tried once more: a bug in
     the run fails both times, and fails with an exit code, not a signal."""
     for attempt in range(2):
-        with socket.socket() as s:  # a free port for the rendezvous: port 0 would reach the workers as 0
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()  # for the rendezvous: port 0 would reach the workers as 0
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
                    "-m", "simulations.record", *args]
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
