@@ -145,6 +145,10 @@ def test_the_run_cache_stays_under_its_byte_bound(pool):
         for seed in range(6):
             with client.stream("GET", f"/api/simulations/ddp/frames?world_size=2&width=32&seed={7000 + seed}") as r:
                 sizes.append(len(r.read()))
+            # the stream ends when the run finishes; the worker files it in the cache just after
+            deadline = time.monotonic() + 10
+            while simulator.running is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert simulator.cached_bytes <= bound
             health = client.get("/healthz").json()
             assert health["cached_bytes"] == simulator.cached_bytes <= bound
