@@ -1,6 +1,7 @@
 /**
  * A form built from a list of field descriptions, shared by the memory calculator and the layout
- * chooser: { name, label, type: 'select' | 'number' | 'checkbox', options, min, max, step, value }.
+ * chooser: { name, label, type: 'select' | 'number' | 'checkbox', options, min, max, step, value };
+ * a select's options are values, or [value, text] pairs.
  * Keys typed into the form are for the form, not for the deck's navigation.
  */
 export function buildForm(form, fields, initial, onChange, { labelClass = () => '', width = () => '5.5em',
@@ -14,7 +15,11 @@ export function buildForm(form, fields, initial, onChange, { labelClass = () => 
     let input;
     if (field.type === 'select') {
       input = document.createElement('select');
-      for (const option of field.options) input.append(new Option(option, option));
+      // an option is its value, or [value, what the audience reads]
+      for (const option of field.options) {
+        const [value, text] = Array.isArray(option) ? option : [option, option];
+        input.append(new Option(text, value));
+      }
     } else {
       input = Object.assign(document.createElement('input'), { type: field.type ?? 'number' });
       if (field.min != null) input.min = field.min;

@@ -10,12 +10,12 @@
  */
 
 import { buildForm } from './form-fields.js';
+import { GPU_NAMES, MODEL_NAMES } from './presets.js';
 
 const FIELDS = [
-  { name: 'model', label: 'Model', type: 'select',
-    options: ['llama3-8b', 'llama3-70b', 'llama3-405b', 'gpt3-175b'] },
+  { name: 'model', label: 'Model', type: 'select', options: Object.entries(MODEL_NAMES) },
   { name: 'seq_len', label: 'Sequence', type: 'number', min: 128, step: 128 },
-  { name: 'gpu', label: 'GPU', type: 'select', options: ['a100-80gb', 'h100-80gb', 'h200', 'b200'] },
+  { name: 'gpu', label: 'GPU', type: 'select', options: Object.entries(GPU_NAMES) },
   { name: 'gpus', label: 'GPUs', type: 'number', min: 8, step: 8 },
   { name: 'global_batch', label: 'Batch (sequences)', type: 'number', min: 1 },
 ];

@@ -10,7 +10,8 @@
  */
 import { staticSite } from './source.js';
 import { value as count } from './format.js'; // 1,024
-import { GPU_NAMES, MODEL_NAMES, clusterSizes, fetchProjection, render } from './views/projected.js';
+import { GPU_NAMES, MODEL_NAMES } from '../presets.js';
+import { clusterSizes, fetchProjection, render } from './views/projected.js';
 
 // The scenarios GET /api/estimate/replay maps onto a cluster (app.estimate_math.replay).
 export const REPLAYED = ['basics', 'pipeline', 'ddp', 'zero', 'hsdp', 'tensor_parallel', 'parallel_3d', 'ring_attention', 'ulysses', 'expert_parallel', 'diloco'];

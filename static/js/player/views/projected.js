@@ -14,14 +14,9 @@
  */
 import { ms, value as count } from '../format.js'; // count: 1,024
 import { staticSite } from '../source.js';
+import { GPU_NAMES, MODEL_NAMES } from '../../presets.js';
 import { fit, textWidth } from './layout.js';
 
-// Display names of the presets the estimator knows (app/routers/estimate.py's ReplayParams).
-export const GPU_NAMES = { 'h100-80gb': 'H100', 'a100-80gb': 'A100', h200: 'H200', b200: 'B200' };
-export const MODEL_NAMES = {
-  'llama3-70b': 'Llama 3 70B', 'llama3-8b': 'Llama 3 8B', 'llama3-405b': 'Llama 3 405B', 'gpt3-175b': 'GPT-3 175B',
-  'mixtral-8x7b': 'Mixtral 8x7B',
-};
 // How context parallelism moves K and V (the estimate's cp_comm), for the header and the CP lane.
 const CP_HOW = { ring: 'ring', all_to_all: 'Ulysses all-to-all', all_gather: 'K, V all-gather' };
 const CP_LANE = { ring: 'CP ring', all_to_all: 'CP all-to-all', all_gather: 'CP gather' };
