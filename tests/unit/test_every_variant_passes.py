@@ -45,9 +45,10 @@ def failed_checks(pool, name: str, params) -> list[str]:
 def test_every_variant_the_export_records_passes_its_checks(pool):
     wanted, _, _ = plan(Settings(), "grid", pool.size)
     assert len(wanted) > 100  # the whole grid, not a handful
-    failures = {f"{w.scenario} {w.params.model_dump(mode='json')}": failed for w in wanted
-                if (failed := failed_checks(pool, w.scenario, w.params))}
-    assert not failures, failures
+    failures = [f"{w.scenario} {w.params.model_dump(mode='json')}: {failed}" for w in wanted
+                if (failed := failed_checks(pool, w.scenario, w.params))]
+    if failures:
+        pytest.fail(f"{len(failures)} of {len(wanted)} variants fail a check:\n" + "\n".join(failures), pytrace=False)
 
 
 def random_point(scenario: scenarios.Scenario, rng: random.Random, max_ranks: int):
@@ -90,11 +91,13 @@ def sampled_points(max_ranks: int) -> list[tuple[str, object]]:
 def test_random_valid_parameter_points_pass_every_check(pool):
     points = sampled_points(pool.size)
     assert {name for name, _ in points} == set(scenarios.all_scenarios())
-    failures = {f"{name} {params.model_dump(mode='json')}": failed for name, params in points
-                if (failed := failed_checks(pool, name, params))}
-    assert not failures, failures
+    failures = [f"{name} {params.model_dump(mode='json')}: {failed}" for name, params in points
+                if (failed := failed_checks(pool, name, params))]
+    if failures:
+        pytest.fail(f"{len(failures)} of {len(points)} points fail a check:\n" + "\n".join(failures), pytrace=False)
 
 
 @pytest.mark.parametrize(("name", "params"), REGRESSIONS, ids=[name for name, _ in REGRESSIONS])
 def test_points_that_once_failed_a_check_pass(pool, name, params):
-    assert not failed_checks(pool, name, scenarios.get(name).params.model_validate(params))
+    failed = failed_checks(pool, name, scenarios.get(name).params.model_validate(params))
+    assert not failed, "\n".join(failed)
