@@ -351,9 +351,11 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                for key, values in (("globals", ref["globals"]), ("globals64", exact["globals"]))}
     outer_tol = fp32_tolerance(stacked["globals"], stacked["globals64"], terms=samples)
     ddp_tol = fp32_tolerance(ref_ddp["weights"], exact_ddp["weights"], terms=samples)
-    loss_tol = fp32_tolerance(torch.tensor(ref_ddp["losses"]), torch.tensor(exact_ddp["losses"]),
+    loss_tol = fp32_tolerance(torch.tensor(ref_ddp["losses"], dtype=torch.float64),
+                              torch.tensor(exact_ddp["losses"], dtype=torch.float64),
                               terms=samples * OUT_FEATURES)
-    eval_tol = {run: fp32_tolerance(torch.tensor(reference["eval"]), torch.tensor(twin["eval"]),
+    eval_tol = {run: fp32_tolerance(torch.tensor(reference["eval"], dtype=torch.float64),
+                                    torch.tensor(twin["eval"], dtype=torch.float64),
                                     terms=EVAL_SAMPLES * OUT_FEATURES)
                 for run, reference, twin in (("diloco", ref, exact), ("ddp", ref_ddp, exact_ddp))}
 

@@ -332,7 +332,8 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     # reference's own distance from float64, at least terms·ε·max|x| (models.fp32_tolerance).
     samples = p.microbatches * p.microbatch_size
     grad_tol = fp32_tolerance(ref["grads"], exact["grads"], terms=samples)
-    loss_tol = fp32_tolerance(torch.tensor(ref["loss"]), torch.tensor(exact["loss"]), terms=samples * p.width)
+    loss_tol = fp32_tolerance(torch.tensor(ref["loss"], dtype=torch.float64),
+                              torch.tensor(exact["loss"], dtype=torch.float64), terms=samples * p.width)
     name = results[0]["torch"]["name"]
     same_order = all(r["order"] == r["torch"]["order"] for r in results)
 
