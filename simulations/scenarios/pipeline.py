@@ -66,9 +66,9 @@ class Params(BaseModel):
         if self.num_layers % (p * v):
             raise ValueError(f"virtual_stages must divide the layers: {self.num_layers} layers cannot be split "
                              f"into stages × virtual_stages = {p} × {v} equal stages")
-        rounds = max(1, m // p)
-        if self.schedule == "interleaved_1f1b" and m % rounds:
-            raise ValueError(f"interleaved_1f1b needs microbatches to be a multiple of its rounds max(1, m // p) "
+        rounds = max(1, m // p)  # torch.distributed.pipelining's looped schedules (the cross-check) run in rounds
+        if self.schedule in ("interleaved_1f1b", "zero_bubble") and m % rounds:
+            raise ValueError(f"{self.schedule} needs microbatches to be a multiple of its rounds max(1, m // p) "
                              f"= {rounds} (got m={m})")
         return self
 

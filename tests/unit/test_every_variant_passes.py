@@ -101,3 +101,10 @@ def test_random_valid_parameter_points_pass_every_check(pool):
 def test_points_that_once_failed_a_check_pass(pool, name, params):
     failed = failed_checks(pool, name, scenarios.get(name).params.model_validate(params))
     assert not failed, "\n".join(failed)
+
+
+def test_a_point_torch_cannot_schedule_is_refused_with_its_rule():
+    """Found by the random points: torch's zero-bubble schedule (the pipeline's cross-check) runs in rounds of
+    max(1, m // p) micro-batches, so m = 13 on 3 stages raised inside the ranks instead of being refused."""
+    with pytest.raises(ValidationError, match=r"zero_bubble needs microbatches to be a multiple of its rounds"):
+        scenarios.get("pipeline").params.model_validate({"stages": 3, "microbatches": 13, "schedule": "zero_bubble"})
