@@ -43,6 +43,14 @@ def zero_run_params(width: int, depth: int) -> int:
     return formulas.mlp_params(IN_FEATURES, width, depth, OUT_FEATURES)
 
 
+def calculator(params: dict) -> dict:
+    """What the memory calculator (GET /api/calculator, and the page's copy of it) shows for `params`,
+    its own defaults filling the rest: a slide's note quotes the figures the calculator beside it shows."""
+    from app.routers.calculator import CalculatorParams, calculate  # the router imports FastAPI: only when asked
+
+    return calculate(CalculatorParams(**params)).model_dump()
+
+
 def gpus_to_hold(total_bytes: float, gpu: str = "H100") -> int:
     """How many GPUs of this kind it takes just to hold `total_bytes`, if it could be split evenly."""
     return ceil(total_bytes / (GPU_MEMORY_GB[gpu] * GB))
