@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from simulations.estimate.hardware import GPUS
+from simulations.hardware import GPUS
 from simulations.estimate.models import MODELS
 
 cli = typer.Typer(no_args_is_help=True, add_completion=False, help="distdeck: see distributed training, for real.")

@@ -18,7 +18,7 @@ GPU = "h100-80gb"
 BF16 = 2
 
 
-def gpu(name: str = GPU) -> est.hardware.GPU:
+def gpu(name: str = GPU) -> est.GPU:
     return est.GPUS[name]
 
 

@@ -5,16 +5,12 @@ Ultra-Scale Playbook, Korthikanti et al.); this module only names what the slide
 formats it. The slides call these at render time, so no number on them is typed by hand.
 """
 
-from math import ceil
-
-from simulations import formulas
+from simulations import formulas, hardware
 
 GB = formulas.GB  # decimal gigabytes, as spec sheets and the Playbook's tables count
 
-GPU_MEMORY_GB = {
-    "H100": formulas.GPU_CAPACITY["A100/H100"] // GB,
-    "H200": formulas.GPU_CAPACITY["H200"] // GB,
-}
+# What one GPU holds, in GB, as the slides name them (the catalog: simulations.hardware).
+GPU_MEMORY_GB = {name: round(hardware.gpu(name).hbm_bytes / GB) for name in ("H100", "H200", "B200")}
 
 # The Playbook's memory table: model sizes (nominal Ψ) whose 16Ψ the memory-wall slide shows.
 MODEL_SIZES = {name: shape.params for name, shape in formulas.PRESETS.items()}
@@ -51,9 +47,7 @@ def calculator(params: dict) -> dict:
     return calculate(CalculatorParams(**params)).model_dump()
 
 
-def gpus_to_hold(total_bytes: float, gpu: str = "H100") -> int:
-    """How many GPUs of this kind it takes just to hold `total_bytes`, if it could be split evenly."""
-    return ceil(total_bytes / (GPU_MEMORY_GB[gpu] * GB))
+gpus_to_hold = formulas.gpus_to_hold
 
 
 def gb(n_bytes: float, digits: int = 0) -> str:

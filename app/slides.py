@@ -20,7 +20,7 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 from pydantic import BaseModel, Field, ValidationError
 
 from app import estimate_math, memory_math
-from simulations import formulas
+from simulations import formulas, hardware
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 SLIDE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
@@ -105,6 +105,7 @@ def jinja_env(slides_dir: Path) -> Environment:
         lstrip_blocks=True,
     )
     env.globals["mem"] = memory_math
+    env.globals["hardware"] = hardware  # simulations.hardware: the one GPU catalog
     env.globals["formulas"] = formulas  # simulations.formulas, for slides that compute figures at render time
     env.globals["scale"] = estimate_math  # simulations.estimate, for the at-scale slides' times
     env.filters["gb"] = memory_math.gb

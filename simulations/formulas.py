@@ -23,8 +23,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from simulations import hardware
+
 GB = 10**9  # spec sheets and the Playbook's tables count decimal gigabytes
-GPU_CAPACITY = {"A100/H100": 80 * GB, "H200": 141 * GB}
 
 Precision = Literal["bf16", "fp32"]
 Recompute = Literal["none", "selective", "full"]
@@ -370,31 +371,11 @@ def gradient_reduce_bytes(psi: float, ranks: int, reduce_bytes: int = 2) -> floa
     return ring_all_reduce_bytes(psi * reduce_bytes, ranks)
 
 
-# -- hardware anchors (vendor spec sheets, REFERENCE.md "Hardware anchors") ------------------------
-
-@dataclass(frozen=True)
-class Accelerator:
-    name: str
-    memory: float  # bytes of HBM
-    bf16_dense_flops: float  # FLOP/s, dense bf16 peak
-    nvlink: float  # bytes/s per GPU, one direction
-
-
-ACCELERATORS: dict[str, Accelerator] = {
-    # NVIDIA H100 SXM datasheet: 80 GB HBM3, 989 TFLOP/s dense BF16, NVLink 4 900 GB/s both ways.
-    "H100": Accelerator("H100", 80 * GB, 989e12, 450e9),
-    # NVIDIA H200 datasheet: 141 GB HBM3e; compute and NVLink as H100.
-    "H200": Accelerator("H200", 141 * GB, 989e12, 450e9),
-    # NVIDIA B200: 192 GB HBM3e, about 2.25 PFLOP/s dense BF16, NVLink 5 1.8 TB/s both ways (REFERENCE.md).
-    "B200": Accelerator("B200", 192 * GB, 2.25e15, 900e9),
-}
-# One 400 Gb/s InfiniBand NDR port per GPU (DGX H100): 50 GB/s leave a GPU for another node.
-NETWORK_PER_GPU = 400e9 / 8
-
+# -- GPUs (the one catalog: simulations.hardware) ------------------------------------------------
 
 def gpus_to_hold(n_bytes: float, gpu: str = "H100") -> int:
     """How many GPUs of this kind it takes just to hold `n_bytes`, if they could be split evenly."""
-    return math.ceil(n_bytes / ACCELERATORS[gpu].memory)
+    return math.ceil(n_bytes / hardware.gpu(gpu).hbm_bytes)
 
 
 def ring_attention_min_block(flops: float, bandwidth: float, element_bytes: int = 2) -> float:

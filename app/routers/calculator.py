@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simulations import formulas
+from simulations import formulas, hardware
 
 router = APIRouter(prefix="/api", tags=["calculator"])
 
@@ -103,7 +103,7 @@ def calculate(p: CalculatorParams) -> CalculatorResult:
         host_per_gpu=formulas.host_bytes(psi / (p.tp * p.pp), p.zero_stage, dp, p.cpu_offload),
         total=total,
         capacities=[Capacity(name=name, bytes=capacity, fits=total <= capacity)
-                    for name, capacity in formulas.GPU_CAPACITY.items()],
+                    for name, capacity in hardware.MEMORY_LINES.items()],
         formula=formula,
     )
 

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 from simulations import formulas
-from simulations.estimate.hardware import (
+from simulations.hardware import (
     HALF_BANDWIDTH_BYTES_AT_450,
     NCCL_BASE_US,
     NCCL_PAT_BANDWIDTH,

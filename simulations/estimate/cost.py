@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from simulations import formulas
 from simulations.estimate import collectives, schedule, timeline
 from simulations.estimate.collectives import Group, place
-from simulations.estimate.hardware import FLASH_ATTENTION_EFFICIENCY, HBM_EFFICIENCY, Cluster
+from simulations.hardware import FLASH_ATTENTION_EFFICIENCY, HBM_EFFICIENCY, Cluster
 from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, kv_heads_per_tp_rank, validate
 from simulations.estimate.models import Model
 from simulations.scenarios.pipeline_schedules import Action, bubble_formula

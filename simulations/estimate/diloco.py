@@ -24,7 +24,7 @@ from dataclasses import replace
 from simulations import formulas
 from simulations.estimate import collectives
 from simulations.estimate.cost import Estimate, estimate, memory_time, stage_params
-from simulations.estimate.hardware import Cluster
+from simulations.hardware import Cluster
 from simulations.estimate.layout import Layout, LayoutError
 from simulations.estimate.models import Model
 

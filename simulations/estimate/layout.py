@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from simulations.estimate.hardware import Cluster
+from simulations.hardware import Cluster
 from simulations.estimate.models import Model
 
 Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simulations.estimate.cost import Estimate, _estimate, trials
-from simulations.estimate.hardware import Cluster
+from simulations.hardware import Cluster
 from simulations.estimate.layout import Layout, LayoutError, validate
 from simulations.estimate.models import Model
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simulations.estimate.hardware import GPUS, Cluster, cluster
+from simulations.hardware import GPUS, Cluster, cluster
 from simulations.estimate.layout import Layout, LayoutError, parse_auto, validate
 from simulations.estimate.models import MODELS, Model
 

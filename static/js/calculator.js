@@ -1,6 +1,7 @@
 /**
  * The memory calculator widget: inputs -> bytes per GPU by role, one stacked bar per ZeRO stage,
- * against the 80 GB (A100/H100) and 141 GB (H200) lines. The selected stage is highlighted.
+ * against the capacity lines of the GPU catalog (simulations.hardware.MEMORY_LINES, handed to the page in the
+ * element's `data-memory-lines`). The selected stage is highlighted.
  *
  * The numbers are REFERENCE.md's formulas, computed in the page so that the calculator works
  * without a server (a static copy, a blog): `calculate` follows simulations.formulas.per_gpu_memory
@@ -28,8 +29,6 @@ const STAGE_NAMES = ['DDP', 'ZeRO-1', 'ZeRO-2', 'ZeRO-3'];
 // -- the formulas (simulations/formulas.py; sources in REFERENCE.md) ------------------------------
 
 const GB = 1e9; // decimal gigabytes, as spec sheets count
-/** GPU memory (vendor spec sheets, REFERENCE.md "Hardware anchors"); formulas.GPU_CAPACITY. */
-export const GPU_CAPACITY = { 'A100/H100': 80 * GB, H200: 141 * GB };
 /**
  * Model shapes (formulas.PRESETS): 1B Llama 3.2 1B, 7B Llama 2 7B, 70B Llama 3 70B, 405B Llama 3.1
  * 405B; `params` is the nominal Ψ of the Playbook's memory table.
@@ -81,7 +80,7 @@ function activationBytes(seq, microBatch, hidden, heads, layers, tp, pp, full, f
 }
 
 /** Bytes per GPU by role, host bytes, total and fit, as GET /api/calculator answers them. */
-export function calculate(p) {
+export function calculate(p, memoryLines) {
   const tp = p.tp ?? 1;
   const pp = p.pp ?? 1;
   const gpus = p.gpus ?? 8;
@@ -116,7 +115,7 @@ export function calculate(p) {
     psi, dp, per_gpu: perGpu, total,
     // DeepSpeed's ZeRO-Offload keeps fp32 master, momentum and variance (12Ψ) on the host.
     host_per_gpu: p.cpu_offload ? 12 * (psi / (tp * pp)) / (stage >= 1 ? dp : 1) : 0,
-    capacities: Object.entries(GPU_CAPACITY).map(([name, bytes]) => ({ name, bytes, fits: total <= bytes })),
+    capacities: Object.entries(memoryLines).map(([name, bytes]) => ({ name, bytes, fits: total <= bytes })),
     formula: `${terms.join(' + ')} + activations, Ψ' = Ψ/(tp·pp) = Ψ/${tp * pp}`,
   };
 }
@@ -200,6 +199,8 @@ class Calculator {
     let shown = null;
     try { shown = root.dataset.fields ? new Set(JSON.parse(root.dataset.fields)) : null; } catch { shown = null; }
     this.shown = shown;
+    // The capacity lines come from the one GPU catalog, written into the page by the server.
+    this.memoryLines = JSON.parse(root.dataset.memoryLines);
     // A few inputs can be read from the back row; the full form is for the calculator's own slide.
     const fontSize = shown ? '0.75em' : '0.5em';
     this.form = document.createElement('form');
@@ -255,7 +256,7 @@ class Calculator {
       this.message.classList.add('calc-error');
       return;
     }
-    const results = [0, 1, 2, 3].map((stage) => calculate({ ...params, zero_stage: stage }));
+    const results = [0, 1, 2, 3].map((stage) => calculate({ ...params, zero_stage: stage }, this.memoryLines));
     this.draw(results, params.zero_stage);
   }
 

@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.routers.calculator import CalculatorParams, calculate
+from simulations import hardware
 
 pytestmark = pytest.mark.browser
 
@@ -51,7 +52,8 @@ def close(a: float, b: float) -> bool:
 def test_the_page_computes_the_same_bytes_as_simulations_formulas(calculator):
     cases = grid()
     assert len(cases) > 3000
-    in_page = calculator.evaluate("(cases) => cases.map((c) => window.calc.calculate(c))", cases)
+    in_page = calculator.evaluate("([cases, lines]) => cases.map((c) => window.calc.calculate(c, lines))",
+                                 [cases, hardware.MEMORY_LINES])
     for case, js in zip(cases, in_page):
         py = calculate(CalculatorParams(**case))
         where = f"{case}"

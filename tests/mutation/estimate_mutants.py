@@ -45,7 +45,7 @@ MUTANTS = [
                     "sent = formulas.ring_all_reduce_bytes(size, group.size)",
                     "sent = formulas.all_gather_bytes(size, group.size)",
                     "an all-reduce charged the bytes of an all-gather"),
-    EstimatorMutant("peak-not-sustained", "simulations.estimate.hardware",
+    EstimatorMutant("peak-not-sustained", "simulations.hardware",
                     '''"h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
                      sustained_flops=H200_SUSTAINED,''',
                     '''"h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,

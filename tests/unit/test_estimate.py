@@ -229,7 +229,7 @@ def test_unfused_gradient_accumulation_costs_one_memory_pass_per_weight_per_micr
     """Megatron-LM's DDP hook (param.main_grad.add_(param.grad)) reads the bf16 gradient and reads and
     writes the accumulator: 2 + 2·2 bytes per weight per micro-batch at the achievable HBM bandwidth."""
     from simulations.estimate.cost import layer_params_local
-    from simulations.estimate.hardware import HBM_EFFICIENCY
+    from simulations.hardware import HBM_EFFICIENCY
     model, c = gpt(8, 2048, 16), cluster("a100-80gb", 8)
     base = Layout(tp=2, pp=2, schedule="1f1b", micro_batch=1, global_batch=8, zero_stage=0)
     fused = estimate(model, c, base)
@@ -328,7 +328,7 @@ def test_the_input_embedding_backward_writes_and_accumulates_a_dense_table_gradi
     """No GEMM: torch's embedding backward writes a dense bf16 [V/t, h] gradient (2 bytes an entry), and the
     accumulator hook reads it (2) and reads and writes the bf16 accumulator (2 + 2), on the first stage."""
     from simulations.estimate import gpt as shape
-    from simulations.estimate.hardware import HBM_EFFICIENCY
+    from simulations.hardware import HBM_EFFICIENCY
     c = cluster("h100-80gb", 16)
     base = Layout(tp=8, pp=2, schedule="zero_bubble", micro_batch=1, global_batch=8, zero_stage=0)
     small = estimate(shape(8, 4096, 32, vocab=32000), c, base)

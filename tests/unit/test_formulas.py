@@ -3,6 +3,7 @@
 import pytest
 
 from simulations import formulas as f
+from simulations import hardware
 from simulations.formulas import GB
 
 
@@ -165,8 +166,8 @@ def test_flash_attention_drops_the_score_term():
         == 2 * 4096 * s7.hidden * s7.layers
     # 7B on 8 GPUs under ZeRO-3 at 4,096 tokens fits an 80 GB GPU without checkpointing once scores are not stored.
     per_gpu = f.per_gpu_memory(s7.params, s7, zero_stage=3, gpus=8, flash_attention=True)
-    assert sum(per_gpu.values()) < f.ACCELERATORS["H100"].memory
-    assert sum(f.per_gpu_memory(s7.params, s7, zero_stage=3, gpus=8).values()) > f.ACCELERATORS["H100"].memory
+    assert sum(per_gpu.values()) < hardware.gpu("H100").hbm_bytes
+    assert sum(f.per_gpu_memory(s7.params, s7, zero_stage=3, gpus=8).values()) > hardware.gpu("H100").hbm_bytes
 
 
 # The Playbook's table of FP8 recipes, bytes per parameter (total column).
@@ -196,16 +197,18 @@ def test_gradient_reduction_dtype_doubles_the_wire_bytes():
 
 def test_hardware_anchors_and_gpu_counts():
     assert f.gpus_to_hold(f.model_state_total(70e9), "H100") == 14  # 1,120 GB over 80 GB GPUs
-    assert f.gpus_to_hold(f.model_state_total(70e9), "B200") == 6
-    assert f.ACCELERATORS["B200"].memory > f.ACCELERATORS["H200"].memory > f.ACCELERATORS["H100"].memory
+    # NVIDIA's DGX B200 user guide: 1,440 GB of HBM3e in 8 GPUs, 180 GB each: 1,120 / 180 -> 7.
+    assert f.gpus_to_hold(f.model_state_total(70e9), "B200") == 7
+    assert hardware.gpu("B200").hbm_bytes == 180 * GB
+    assert hardware.gpu("B200").hbm_bytes > hardware.gpu("H200").hbm_bytes > hardware.gpu("H100").hbm_bytes
 
 
 def test_ring_attention_overlap_needs_blocks_of_flops_over_bandwidth():
-    h100 = f.ACCELERATORS["H100"]
+    h100 = hardware.gpu("H100")
     # 16-bit K/V: c ≥ F/B tokens; about 2k on NVLink and 20k across a 400 Gb/s port.
-    assert f.ring_attention_min_block(h100.bf16_dense_flops, h100.nvlink) == pytest.approx(989e12 / 450e9)
-    assert 2000 < f.ring_attention_min_block(h100.bf16_dense_flops, h100.nvlink) < 2300
-    assert 19000 < f.ring_attention_min_block(h100.bf16_dense_flops, f.NETWORK_PER_GPU) < 21000
+    assert f.ring_attention_min_block(h100.peak_flops, h100.nvlink_bandwidth) == pytest.approx(989e12 / 450e9)
+    assert 2000 < f.ring_attention_min_block(h100.peak_flops, h100.nvlink_bandwidth) < 2300
+    assert 19000 < f.ring_attention_min_block(h100.peak_flops, h100.network_per_gpu) < 21000
     # fp32 blocks carry twice the bytes: twice the tokens.
     assert f.ring_attention_min_block(1e12, 1e9, 4) == 2 * f.ring_attention_min_block(1e12, 1e9)
 
@@ -240,3 +243,18 @@ def test_mlp_params_counts_what_torch_builds(width, depth):
 
     model = mlp(Params(width=width, depth=depth))
     assert f.mlp_params(IN_FEATURES, width, depth, OUT_FEATURES) == sum(p.numel() for p in model.parameters())
+
+
+def test_one_gpu_catalog_for_the_whole_project():
+    """GPU capacities are read from simulations.hardware everywhere: no module, script or slide types one again
+    (the B200 was 192 GB in one catalog and 180 GB in another)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    typed = re.compile(r"\b(40|80|141|180|192) \* GB\b")
+    sources = [p for d in ("app", "simulations", "static/js", "slides") for p in (root / d).rglob("*")
+               if p.suffix in {".py", ".js", ".j2"} and p.name != "hardware.py"]
+    assert sources
+    offenders = [f"{p.relative_to(root)}: {m.group(0)}" for p in sources for m in typed.finditer(p.read_text())]
+    assert not offenders, offenders

@@ -147,7 +147,7 @@ def test_gpu_counts_and_formatting():
 
 # ---- issue 13: corrections, precision, notation (numbers read from simulations.formulas) ----
 
-from simulations import formulas  # noqa: E402
+from simulations import formulas, hardware  # noqa: E402
 
 
 def text_of(html: str) -> str:
@@ -172,7 +172,7 @@ def test_memory_wall_counts_b200s_and_the_70b_h100s(rendered):
     slide = text_of(rendered["memory-wall"])
     s70 = formulas.model_state_total(formulas.PRESETS["70B"].params)
     assert f"{formulas.gpus_to_hold(s70, 'H100')} H100s just to hold them" in slide
-    assert f"B200s ({formulas.ACCELERATORS['B200'].memory / formulas.GB:.0f} GB)" in slide
+    assert f"B200s ({hardware.gpu('B200').hbm_bytes / formulas.GB:.0f} GB)" in slide
     assert "dozens of GPUs" not in slide
 
 
@@ -188,10 +188,10 @@ def test_precision_slide_reads_the_playbook_recipes(rendered):
 
 
 def test_ring_overlap_condition_is_computed(rendered):
-    h100 = formulas.ACCELERATORS["H100"]
+    h100 = hardware.gpu("H100")
     slide = text_of(rendered["ring-measured"])
-    for bandwidth in (h100.nvlink, formulas.NETWORK_PER_GPU):
-        assert "{:,.0f}".format(round(formulas.ring_attention_min_block(h100.bf16_dense_flops, bandwidth), -2)) in slide
+    for bandwidth in (h100.nvlink_bandwidth, h100.network_per_gpu):
+        assert "{:,.0f}".format(round(formulas.ring_attention_min_block(h100.peak_flops, bandwidth), -2)) in slide
     assert "does not shrink with N: each rank" not in slide or "Ulysses" in slide
 
 

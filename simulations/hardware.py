@@ -1,4 +1,8 @@
-"""The hardware catalog: what a GPU and a node can do, on paper and in practice.
+"""The one hardware catalog of the project: what a GPU and a node can do, on paper and in practice.
+
+Everything reads GPUs from here: the estimator (simulations.estimate), the memory formulas and the
+calculator (simulations.formulas, app), and the slides (`hardware` in Jinja). Torch-free, and it imports
+nothing of the project, so any module can use it.
 
 Spec-sheet figures (peak, HBM, NVLink, NICs) and the fractions of them software reaches, each
 read once from a published measurement and never adjusted to the training runs the estimator is
@@ -71,7 +75,7 @@ NCCL_PAT_LEVEL_US, NCCL_PAT_RANK_US, NCCL_PAT_BANDWIDTH = 14.0 / 3.5, 2.8, 0.75
 class GPU:
     """One accelerator: spec-sheet peaks and the measured fraction of its matmul peak."""
 
-    name: str
+    name: str  # the catalog's id, as the estimator's API and CLI take it ("h100-80gb")
     title: str
     peak_flops: float  # dense bf16, FLOP/s
     matmul_flops: float  # largest achievable bf16 matmul (MAMF, a burst), FLOP/s
@@ -82,30 +86,51 @@ class GPU:
     sms: int  # streaming multiprocessors: the waves a matmul's tiles are scheduled in
     node_egress: float  # bytes/s leaving a node of 8 of these over the network (sum of its NICs)
     gpus_per_node: int = 8
+    short: str = ""  # what slides call it ("H100"); empty: not named that way
 
     @property
     def sustained_over_burst(self) -> float:
         return self.sustained_flops / self.matmul_flops
+
+    @property
+    def network_per_gpu(self) -> float:
+        """Bytes/s one GPU can send to another node: its node's egress shared by the node's GPUs (one NIC each)."""
+        return self.node_egress / self.gpus_per_node
 
 
 GPUS: dict[str, GPU] = {
     "a100-80gb": GPU("a100-80gb", "A100 SXM 80 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
                      sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
                      hbm_bytes=80 * GB, hbm_bandwidth=2039 * GB, nvlink_bandwidth=300 * GB, sms=108,
-                     node_egress=8 * 200 / 8 * GB),
+                     node_egress=8 * 200 / 8 * GB, short="A100"),
     "h100-80gb": GPU("h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
                      sustained_flops=H200_SUSTAINED,
                      hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,
-                     node_egress=8 * 400 / 8 * GB),
+                     node_egress=8 * 400 / 8 * GB, short="H100"),
     "h200": GPU("h200", "H200 SXM 141 GB", peak_flops=989 * TFLOP, matmul_flops=841.9 * TFLOP,
                 sustained_flops=H200_SUSTAINED,
                 hbm_bytes=141 * GB, hbm_bandwidth=4800 * GB, nvlink_bandwidth=450 * GB, sms=132,
-                node_egress=8 * 400 / 8 * GB),
+                node_egress=8 * 400 / 8 * GB, short="H200"),
     "b200": GPU("b200", "B200 SXM 180 GB", peak_flops=2250 * TFLOP, matmul_flops=1770.9 * TFLOP,
                 sustained_flops=1426.4 * TFLOP,
                 hbm_bytes=180 * GB, hbm_bandwidth=8000 * GB, nvlink_bandwidth=900 * GB, sms=148,
-                node_egress=8 * 400 / 8 * GB),
+                node_egress=8 * 400 / 8 * GB, short="B200"),
 }
+
+class UnknownGPU(KeyError):
+    pass
+
+
+# The capacities the memory calculator draws its lines at: what most readers have (A100 and H100 80 GB, H200).
+MEMORY_LINES = {"A100/H100": GPUS["h100-80gb"].hbm_bytes, "H200": GPUS["h200"].hbm_bytes}
+
+
+def gpu(name: str) -> GPU:
+    """A catalog GPU by its id ("h100-80gb") or the name slides use ("H100")."""
+    for kind in GPUS.values():
+        if name in (kind.name, kind.short):
+            return kind
+    raise UnknownGPU(name)
 
 
 @dataclass(frozen=True)
@@ -124,10 +149,6 @@ class Cluster:
     @property
     def nodes(self) -> int:
         return -(-self.gpus // self.gpus_per_node)
-
-
-class UnknownGPU(KeyError):
-    pass
 
 
 def cluster(gpu: str = "h100-80gb", gpus: int = 8, gpus_per_node: int | None = None,
