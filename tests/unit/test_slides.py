@@ -224,6 +224,11 @@ def test_every_section_with_a_live_slide_asks_a_prediction_first(rendered, deck)
         for spec in re.findall(r"class=\"predict\" data-predict='([^']*)'", html):
             spec = json.loads(spec.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&"))
             assert 2 <= len(spec["choices"]) <= 4, slide_id
-            assert set(spec) == {"read", "per", "pick", "format", "choices"}, "the answer is never in the markup"
-            assert spec["read"].startswith("figures."), slide_id
+            assert set(spec) == {"read", "per", "pick", "format", "source", "choices"}, "the answer is never in the markup"
+            if spec["source"] == "summary":
+                assert spec["read"].startswith("figures."), slide_id
+            else:  # the estimator's replay of the slide's run, which its projected view shows
+                assert spec["source"] == "projection" and 'views=' in html and "projected" in html, slide_id
+            # The reveal says why the answer is what it is, shown only after the run is revealed.
+            assert re.search(r'<p class="predict-why">[^<]{40,}</p>', html), f"{slide_id}: no reason on the reveal"
             assert 'class="live-sim"' in html, f"{slide_id}: a question needs a run to answer it"
