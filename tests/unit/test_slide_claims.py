@@ -211,7 +211,7 @@ def test_three_d_reveal_quotes_the_estimators_bytes_at_scale(rendered):
     reveal = text_of(re.search(r'<p class="predict-why">(.*?)</p>', markup, re.S).group(1))
     for part in (reveal, notes_of(markup)):
         assert f"TP {gb(tp)}" in part or f"TP sends {gb(tp)}" in part, part
-        assert f"DP {gb(dp, 1)}" in part, part
+        assert f"DP {gb(dp, 1)}" in part, part  # "vs DP 4.2 GB" on the reveal, "DP 4.2 GB" in the note
 
 
 def test_comm_hides_runs_a_layout_that_fits(rendered):
