@@ -396,10 +396,11 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
               detail=f"mean of the workers' losses at each of the {T * H} steps against the reference's loss on the "
                      f"global batch; bound: 4× the fp32 reference's distance from float64, at least "
                      f"{samples * OUT_FEATURES}·ε·loss"),
-        Check(name="DiLoCo bytes per worker = outer steps × Ψ × 4", passed=all(b == T * buffer for b in diloco),
+        Check(name="DiLoCo all-reduces outer steps × Ψ × 4 bytes per worker", passed=all(b == T * buffer for b in diloco),
               measured=diloco, expected=T * buffer,
-              detail="buffer convention: the bytes handed to each all-reduce (comm.all_reduce records the buffer's M bytes per call)"),
-        Check(name="DDP bytes per worker = outer steps × H × Ψ × 4", passed=all(d == T * H * buffer for d in ddp),
+              detail="the bytes handed to each all-reduce (the buffer's M bytes per call), not the wire: a ring sends "
+                     "2(N−1)/N of them per worker"),
+        Check(name="DDP all-reduces outer steps × H × Ψ × 4 bytes per worker", passed=all(d == T * H * buffer for d in ddp),
               measured=ddp, expected=T * H * buffer,
               detail=f"DDP all-reduces Ψ × 4 bytes at each of {T * H} steps, DiLoCo at {T} syncs: H = {H} times "
                      f"more; exact"),
