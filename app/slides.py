@@ -152,6 +152,21 @@ def load_tracks(path: Path, order: dict[str, int]) -> list[Track]:
     return tracks
 
 
+def track_query(track: str | None, embed: bool = False) -> str:
+    """The query string that opens the deck in `track` (None: the whole deck), keeping an embed an embed."""
+    params = ([f"track={track}"] if track else []) + (["embed=1"] if embed else [])
+    return "?" + "&".join(params) if params else "?"
+
+
+def track_choices(deck: Deck, embed: bool = False) -> list[dict]:
+    """The choice of talk (title slide, top bar): each track and the whole deck, the current one marked."""
+    current = deck.track.name if deck.track else None
+    return [{"name": t.name, "label": f"{t.minutes} min", "title": t.title, "slides": len(t.slides),
+             "href": track_query(t.name, embed), "current": t.name == current} for t in deck.tracks] + [
+        {"name": None, "label": "Full deck", "title": "Every slide", "slides": None,
+         "href": track_query(None, embed), "current": current is None}]
+
+
 @lru_cache(maxsize=4)
 def jinja_env(slides_dir: Path) -> Environment:
     """One environment for page templates (app/templates) and slides (slides/)."""
@@ -168,6 +183,7 @@ def jinja_env(slides_dir: Path) -> Environment:
     env.globals["formulas"] = formulas  # simulations.formulas, for slides that compute figures at render time
     env.globals["scale"] = estimate_math  # simulations.estimate, for the at-scale slides' times
     env.filters["gb"] = memory_math.gb
+    env.globals["track_choices"] = track_choices  # the title slide's choice of talk
     return env
 
 
