@@ -162,3 +162,72 @@ def test_a_track_declared_twice_is_refused(tmp_path):
     write_deck(tmp_path, one + one)
     with pytest.raises(ManifestError, match="declared twice"):
         load_deck(tmp_path)
+
+
+# ---- the track over HTTP: the server renders the track's slides ----
+
+@pytest.fixture(scope="module")
+def client():
+    from tests.api.test_deck import client_for
+
+    return client_for()
+
+
+def sections_in(html: str) -> list[str]:
+    return re.findall(r'<section id="([a-z0-9-]+)" data-slide-id=', html)
+
+
+@pytest.mark.parametrize("query", ["?track=20", "?track=20&embed=1", "?track=20&print-pdf", "?track=20&receiver"])
+def test_every_view_of_the_deck_shows_the_tracks_slides(client, deck, query):
+    from tests.api.test_deck import deck_config
+
+    response = client.get("/" + query)
+    assert response.status_code == 200
+    assert sections_in(response.text) == deck.find_track("20").slides
+    config = deck_config(response.text)
+    assert config["track"] == "20" and config["pacing"]["slotSeconds"] == 20 * 60
+    assert set(config["pacing"]["budgets"]) == set(deck.find_track("20").slides)
+    if "embed" in query:  # open-in-a-new-tab opens the same talk
+        assert 'id="embed-open" href="/?track=20"' in response.text
+
+
+def test_the_top_bar_and_the_title_slide_offer_every_track(client):
+    html = client.get("/?track=45").text
+    assert 'id="deck-position">Slide 1/28<' in html and ">45-min talk</button>" in html
+    menu = html.split('id="track-list"')[1].split("</ul>")[0]
+    assert re.findall(r'href="([^"]*)"', menu) == ["?track=20", "?track=45", "?track=90", "?"]
+    assert 'href="?track=45" aria-current="page"' in menu
+    title = html.split('<section id="title"')[1].split("</section>")[0]
+    assert re.findall(r'<a href="([^"]*)"', title) == ["?track=20", "?track=45", "?track=90", "?"]
+    embedded = client.get("/?track=45&embed=1").text.split('<section id="title"')[1].split("</section>")[0]
+    assert 'href="?track=20&amp;embed=1"' in embedded and 'href="?embed=1"' in embedded
+
+
+@pytest.mark.parametrize("bad", ["bogus", "", "20%3Cscript%3E", "2O"])
+def test_an_unknown_track_is_a_422_naming_track_and_the_allowed_values(client, bad):
+    response = client.get(f"/?track={bad}")
+    assert response.status_code == 422 and response.headers["content-type"].startswith("text/html")
+    assert "track: must be one of 20, 45, 90" in response.text and "<script>" not in response.text.split("<main")[1]
+    assert client.get(f"/slides/ddp-live?track={bad}").status_code == 422
+
+
+def test_a_slide_link_keeps_the_track_when_the_track_has_the_slide(client):
+    keeps = client.get("/slides/ddp-live?track=20", follow_redirects=False)
+    assert keeps.status_code == 307 and keeps.headers["location"] == "/?track=20#/ddp-live/0"
+    whole = client.get("/slides/ep-live?track=20", follow_redirects=False)
+    assert whole.headers["location"] == "/#/ep-live/0"
+
+
+def test_the_static_export_writes_a_page_per_track_and_sends_the_query_there(tmp_path):
+    from app import export
+    from app.settings import Settings
+
+    export.write_pages(Settings(start_pool_on_startup=False), tmp_path, [])
+    for folder in (tmp_path, tmp_path / "embed"):
+        for name, track in (("index.html", None), ("track-20.html", "20"), ("track-90.html", "90")):
+            html = (folder / name).read_text()
+            assert len(sections_in(html)) == (len(load_deck(SLIDES).find_track(track).slides) if track else
+                                              len(load_deck(SLIDES).slides)), f"{folder.name}/{name}"
+            head = html.split("</head>")[0]
+            assert '{"20": "track-20.html", "45": "track-45.html", "90": "track-90.html"}' in head
+            assert head.index("window.location.replace") < head.index("static-site.js")

@@ -78,8 +78,8 @@ export function create(config, slideIds) {
     Object.assign(panel.style, { padding: '10px 16px 14px', borderBottom: '1px solid rgba(200, 200, 200, 0.5)',
       marginBottom: '10px', cursor: 'pointer', borderLeft: '8px solid #555' });
     const label = doc.createElement('h4');
-    label.className = 'label';
     label.textContent = `Pacing · ${talk}`;
+    Object.assign(label.style, { textTransform: 'uppercase', fontWeight: 'normal', fontSize: '0.66em', color: '#666', margin: '0' });
     const headline = doc.createElement('div');
     headline.className = 'pacing-headline';
     Object.assign(headline.style, { fontSize: '1.9em', fontWeight: '700', margin: '4px 0' });
@@ -110,7 +110,7 @@ export function create(config, slideIds) {
     const headline = panel.querySelector('.pacing-headline');
     headline.textContent = s.headline;
     headline.style.color = COLOURS[s.kind];
-    panel.querySelector('.pacing-left').textContent = `Left: ${s.left}`;
+    panel.querySelector('.pacing-left').textContent = s.left;
     panel.querySelector('.pacing-slide').textContent = `This slide: ${s.slide}`;
   }
 
