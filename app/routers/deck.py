@@ -56,8 +56,9 @@ def tracks_config(deck: Deck, budgets: dict[str, pacing.Budget]) -> dict:
             # The slot the talk must fit: the track's minutes; the whole deck has none but its budgets.
             "slotSeconds": deck.track.minutes * 60 if deck.track else round(total),
             "budgets": {slide_id: b.seconds for slide_id, b in budgets.items()},
-            "model": f"notes at {pacing.WORDS_PER_MINUTE} words a minute, {pacing.SECONDS_PER_STEP} s a step, "
-                     f"{pacing.PREDICTION_PAUSE_S} s a question",
+            # The panel's tooltip: how the budgets were made.
+            "model": f"notes at {pacing.WORDS_PER_MINUTE} words a minute, {pacing.SECONDS_PER_STEP} s a step "
+                     f"({pacing.LIVE_RUN_STEPS} for a live run), {pacing.PREDICTION_PAUSE_S} s a question",
         },
     }
 

@@ -74,7 +74,7 @@ export function create(config, slideIds) {
     if (!anchor) return null;
     panel = doc.createElement('div');
     panel.id = 'distdeck-pacing';
-    panel.title = 'Click to restart the clock on plan at this slide';
+    panel.title = `Budgets: ${config.pacing.model}. Click to restart the clock on plan at this slide.`;
     Object.assign(panel.style, { padding: '10px 16px 14px', borderBottom: '1px solid rgba(200, 200, 200, 0.5)',
       marginBottom: '10px', cursor: 'pointer', borderLeft: '8px solid #555' });
     const label = doc.createElement('h4');
