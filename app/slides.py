@@ -57,7 +57,7 @@ class Section(BaseModel):
 class Track(BaseModel):
     """A talk for a slot, chosen by the authors: a coherent subset of the deck's slides, in deck order."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=16)  # the ?track= value
+    name: str = Field(pattern=SLIDE_ID_PATTERN, max_length=16)  # the ?track= value
     title: str = Field(min_length=1)
     minutes: int = Field(ge=1, le=600)  # the slot it is written for
     slides: list[str] = Field(min_length=1)
