@@ -19,7 +19,8 @@ SLIDES = (ROOT / "slides").resolve()
 BACK_REFERENCES = re.compile(
     r"\bas we (?:saw|have seen|showed|measured)\b|\bwe (?:saw|have seen|'ve seen)\b|\bearlier\b"
     r"|\bas (?:taught|shown) (?:in|on)\b|\bthe talk has\b|\brecall\b"
-    r"|\bthe (?:previous|last|next|first|following) (?:slides?|sections?)\b"
+    r"|\bthe (?:previous|last|next|first|following)(?: \w+)? (?:slides?|sections?)\b"
+    r"|\blater in the (?:talk|deck)\b|\bthe same as \w+'s\b"
     r"|\bthe \w+ section\b|\bon the \w+ slides\b"
     r"|\bthe \w+ (?:run|slide) of the \w+ section\b",
     re.I,
@@ -90,6 +91,8 @@ def test_the_back_reference_finder_finds_what_the_deck_says():
         == ["As we saw", "the ZeRO section"]
     assert back_references("<p>the previous stage waits; the rest of this section; this section</p>") == []
     assert back_references("<dd>next step, then next slide</dd> as measured in the scaling book") == []
+    assert back_references("The next three slides run it. The bubble is the same as GPipe's; more later in the talk.") \
+        == ["The next three slides", "the same as GPipe's", "later in the talk"]
 
 
 def test_every_slide_that_refers_elsewhere_names_the_slides(deck, rendered):
