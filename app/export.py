@@ -375,8 +375,10 @@ def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, v
             if run.error is not None:
                 failures.append(f"{label} ({', '.join(item.where)}): the run failed: {run.error}")
             elif not run.summary.passed:
-                failed = [f"{c.name} measured {c.measured}, expected {c.expected}" for c in run.summary.checks
-                          if not c.passed]
+                # Each failed check by name, with what it measured against what it expected and why: the part
+                # that failed, not the run as a whole.
+                failed = [f"check “{c.name}”: measured {c.measured}, expected {c.expected}"
+                          + (f" ({c.detail})" if c.detail else "") for c in run.summary.checks if not c.passed]
                 failures.append(f"{label} ({', '.join(item.where)}): failed its checks: {'; '.join(failed)}")
             else:
                 file = Path("runs") / item.scenario / f"{item.id}.json"

@@ -39,6 +39,14 @@ def zero_run_params(width: int, depth: int) -> int:
     return formulas.mlp_params(IN_FEATURES, width, depth, OUT_FEATURES)
 
 
+def calculator(params: dict) -> dict:
+    """What the memory calculator (GET /api/calculator, and the page's copy of it) shows for `params`,
+    its own defaults filling the rest: a slide's note quotes the figures the calculator beside it shows."""
+    from app.routers.calculator import CalculatorParams, calculate  # the router imports FastAPI: only when asked
+
+    return calculate(CalculatorParams(**params)).model_dump()
+
+
 gpus_to_hold = formulas.gpus_to_hold
 
 

@@ -50,3 +50,12 @@ def fp32_tolerance(reference32: torch.Tensor, reference64: torch.Tensor, terms: 
     """
     own = max_abs_diff(reference32, reference64)
     return max(4 * own, terms * FP32_EPS * float(reference64.abs().max()))
+
+
+def fp32_reorder_bound(abs_sum: torch.Tensor | float, terms: int) -> torch.Tensor | float:
+    """How far two fp32 sums of the same `terms` values, added in different orders, may lie apart.
+
+    Each lies within (terms − 1)·ε·Σ|values| of the exact sum (Higham, "Accuracy and Stability of Numerical
+    Algorithms", section 4.2, to first order), so the two within twice that; `abs_sum` is Σ|values|.
+    """
+    return 2 * max(terms - 1, 0) * FP32_EPS * abs_sum

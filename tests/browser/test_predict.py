@@ -102,3 +102,32 @@ def test_the_correct_choice_is_the_one_the_run_picks(page, deck_url, spec, summa
         const answer = answerOf(spec, summary);
         return answer ? answer.index : null; }""", [spec, summary])
     assert got == expected
+
+
+def test_a_question_about_the_cluster_is_answered_from_the_projection(page, deck_url):
+    """on-a-cluster asks about the H100 nodes, not the CPU run: its answer is the estimator's bubble for the
+    run's replay (GET /api/estimate/replay, fetched here on its own), not the run's timetable slots."""
+    slide = "on-a-cluster"
+    if slide not in IDS:
+        pytest.skip(f"no {slide} slide")
+    open_before(page, deck_url, slide)
+    box = page.locator(f"#{slide} .predict")
+    spec = json.loads(box.get_attribute("data-predict"))
+    assert spec["source"] == "projection" and spec["read"] == "bubble_fraction"
+    page.locator("#deck").focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("(id) => document.querySelector(`#${id} .predict`).dataset.answer !== undefined",
+                           arg=slide, timeout=RUN_TIMEOUT_MS)
+    params = page.evaluate("(id) => { const p = window.distdeck.players.find(p => p.slide.id === id);"
+                           " return p.meta?.params ?? p.params; }", slide)
+    projected = page.evaluate("""async (params) => {
+        const q = new URLSearchParams({ scenario: 'pipeline', model: 'llama3-70b', gpu: 'h100-80gb' });
+        for (const [k, v] of Object.entries(params)) if (k !== 'seed' && v != null) q.set(k, String(v));
+        return (await (await fetch(`/api/estimate/replay?${q}`)).json()); }""", params)
+    bubble = projected["bubble_fraction"]
+    values = [float(c["value"]) for c in spec["choices"]]
+    nearest = min(range(len(values)), key=lambda i: abs(values[i] - bubble) / max(abs(values[i]), bubble))
+    assert box.get_attribute("data-answer") == "ABCD"[nearest]
+    answer = box.locator(".predict-answer").text_content()
+    assert answer.startswith(f"The modelled cluster: {100 * bubble:.1f}%"), answer
+    assert page.locator(f"#{slide} .predict-why").is_visible()

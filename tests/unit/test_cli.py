@@ -18,7 +18,7 @@ def test_simulate_prints_checks_and_writes_trace_and_run_file(tmp_path):
     result = runner.invoke(cli, ["simulate", "ddp", "--world-size", "2", "--trace", str(trace), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "ddp:" in result.output and "frames on 2 rank(s)" in result.output
-    assert result.output.count("[pass]") == 5 and "[FAIL]" not in result.output  # ddp's five checks
+    assert result.output.count("[pass]") == 6 and "[FAIL]" not in result.output  # ddp's six checks
     assert "first_frame_s" in result.output
     assert {e["tid"] for e in json.loads(trace.read_text())["traceEvents"]} == {0, 1}
     assert json.loads(out.read_text())["meta"]["world_size"] == 2

@@ -132,12 +132,17 @@ def test_a_failing_run_fails_the_export_with_the_reason(settings, tmp_path, pool
     def failing(pool, name, params, traced=True):
         run = real(pool, name, params, traced)
         if params.world_size == 2:
-            run.summary = Summary(checks=[Check(name="gradients agree", passed=False, measured=1.0, expected=0.0)])
+            run.summary = Summary(checks=[
+                Check(name="bytes agree", passed=True, measured=8, expected=8),
+                Check(name="gradients agree", passed=False, measured=1.0, expected="≤ 1e-6", detail="max |g − g_ref|")])
         return run
 
     monkeypatch.setattr(runtime, "simulate", failing)
-    with pytest.raises(ExportError, match=r"(?s)1 run\(s\) failed.*world_size=2.*gradients agree measured 1.0"):
+    with pytest.raises(ExportError, match=r"(?s)1 run\(s\) failed.*world_size=2.*") as failed:
         export_site(tmp_path / "site", settings=settings, pool=pool, variants="default")
+    # The message names the check that failed, its measurement, its bound and why; not the ones that passed.
+    assert "check “gradients agree”: measured 1.0, expected ≤ 1e-6 (max |g − g_ref|)" in str(failed.value)
+    assert "bytes agree" not in str(failed.value)
     # The run that passed is kept, so fixing the other and exporting again records only it.
     index = json.loads((tmp_path / "site/runs/index.json").read_text())
     assert [e["params"]["world_size"] for e in index["runs"]] == [4]

@@ -18,7 +18,7 @@ def test_output_and_gradients_equal_full_attention(run_scenario, config):
     checks = {c.name: c for c in run.summary.checks}
     assert all(c.passed for c in checks.values()), [c for c in checks.values() if not c.passed]
     assert checks["output equals full attention"].measured <= 1e-5
-    assert checks["gradients equal full attention's"].measured <= 1e-5
+    assert all(checks[f"gradients equal full attention's ({g})"].measured <= 1e-5 for g in ("dq", "dk", "dv"))
     n, figures = config["world_size"], run.summary.figures
     # K+V of one block: 2 tensors of heads x (seq/N) x head_dim fp32, sent N-1 times in forward.
     block = 2 * config["heads"] * config["seq_len"] // n * config["head_dim"] * 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import re
 from pathlib import Path
@@ -224,8 +225,16 @@ def test_every_section_with_a_live_slide_asks_a_prediction_first(rendered, deck)
         for spec in re.findall(r"class=\"predict\" data-predict='([^']*)'", html):
             spec = json.loads(spec.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&"))
             assert 2 <= len(spec["choices"]) <= 4, slide_id
-            assert set(spec) == {"read", "per", "pick", "format", "choices"}, "the answer is never in the markup"
-            assert spec["read"].startswith("figures."), slide_id
+            assert set(spec) == {"read", "per", "pick", "format", "source", "choices"}, "the answer is never in the markup"
+            if spec["source"] == "summary":
+                assert spec["read"].startswith("figures."), slide_id
+            else:  # the estimator's replay of the slide's run, which its projected view shows
+                assert spec["source"] == "projection" and 'views=' in html and "projected" in html, slide_id
+            # The reveal says why the answer is what it is, shown only after the run is revealed.
+            why = re.search(r'<p class="predict-why">([^<]*)</p>', html)
+            assert why and len(html_lib.unescape(why.group(1))) >= 30, f"{slide_id}: no reason on the reveal"
+            # One line of the answer badge: longer, it covers the run's controls beside the title.
+            assert len(html_lib.unescape(why.group(1))) <= 64, f"{slide_id}: the reason outgrows the badge"
             assert 'class="live-sim"' in html, f"{slide_id}: a question needs a run to answer it"
 
 

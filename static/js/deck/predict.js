@@ -7,6 +7,9 @@
  *     per: "figures.gradient_bytes",      optional: divide by this path first
  *     pick: "nearest" | "argmax" | "argmin" | "compare",
  *     format: "count" | "ratio" | "psi" | "bytes" | "rank" | "percent" | "compare" | "key",
+ *     source: "summary" | "projection",   what `read` is read from: the run's summary, or the
+ *                                          estimator's replay of that run on a modelled cluster
+ *                                          (the projected view's GET /api/estimate/replay)
  *     choices: [{ label, value }, ...] }
  * The correct choice is never written into the slide: when the run's summary arrives it is the
  * choice nearest to the measured value (or the index/key of the largest or smallest entry, "all"
@@ -18,6 +21,7 @@
  * reads the run through its public surface, the stepper (steps.js) and window.distdeck.players.
  */
 import { registerStepper, stepperOf } from './steps.js';
+import { fetchProjection } from '../player/views/projected.js';
 
 const LETTERS = ['A', 'B', 'C', 'D'];
 const WRAPPED = Symbol('predict');
@@ -88,6 +92,7 @@ class Prediction {
     this.sim = this.slide.querySelector('.live-sim');
     this.spec = JSON.parse(box.dataset.predict);
     this.picked = null;
+    this.projections = new Map(); // the run's parameters (JSON) -> its replay on the modelled cluster, once answered
     this.answerEl = box.querySelector('.predict-answer');
     this.buttons = Array.from(box.querySelectorAll('.predict-choice'));
     for (const button of this.buttons) {
@@ -145,14 +150,17 @@ class Prediction {
       this.answerEl.textContent = 'No run to read the answer from.';
       return;
     }
-    const answer = status === 'done' ? answerOf(spec, player?.summary) : null;
+    const source = status === 'done' ? this.sourceOf(player) : null;
+    const answer = source ? answerOf(spec, source) : null;
     if (!answer) {
-      this.answerEl.textContent = 'The run is still going: its answer appears with its summary.';
+      this.answerEl.textContent = spec.source === 'projection' && status === 'done'
+        ? 'The modelled cluster is being timed: its answer appears with it.'
+        : 'The run is still going: its answer appears with its summary.';
       delete box.dataset.answer;
       return;
     }
-    const measured = format(answer.value, spec, player.summary);
-    const source = `${spec.read}${spec.per ? ` ÷ ${spec.per}` : ''}`;
+    const measured = format(answer.value, spec, source);
+    const path = `${spec.source === 'projection' ? 'projection' : 'summary'}: ${spec.read}${spec.per ? ` ÷ ${spec.per}` : ''}`;
     box.dataset.answer = answer.index >= 0 ? LETTERS[answer.index] : '';
     box.dataset.measured = measured;
     if (answer.index >= 0) this.buttons[answer.index].classList.add('predict-correct');
@@ -164,10 +172,28 @@ class Prediction {
       : 'none of the choices (the parameters changed)';
     const verdict = this.picked === null ? '' : (this.picked === answer.index ? ' ✓ as predicted' : ` ✗ predicted ${LETTERS[this.picked]}`);
     this.answerEl.replaceChildren(
-      Object.assign(document.createElement('strong'), { textContent: `The run: ${measured}` }),
+      Object.assign(document.createElement('strong'), {
+        textContent: `${spec.source === 'projection' ? 'The modelled cluster' : 'The run'}: ${measured}`,
+      }),
       document.createTextNode(` → ${choice}${verdict}`),
-      Object.assign(document.createElement('span'), { className: 'predict-source', textContent: `summary: ${source}` }),
+      Object.assign(document.createElement('span'), { className: 'predict-source', textContent: path }),
     );
+  }
+
+  /** What the answer is read from: the run's summary, or (source "projection") the estimator's replay of the
+   *  run, fetched once per set of parameters; null until it is there. */
+  sourceOf(player) {
+    if (this.spec.source !== 'projection') return player?.summary ?? null;
+    const params = player.meta?.params ?? player.params ?? {}; // the run's own, defaults included (as the view)
+    const key = JSON.stringify(params);
+    if (!this.projections.has(key)) {
+      this.projections.set(key, null);
+      fetchProjection(player.scenario, params).then(
+        (estimate) => { this.projections.set(key, estimate); this.update(); },
+        () => { this.projections.set(key, {}); this.update(); }, // no modelled cluster: nothing to read
+      );
+    }
+    return this.projections.get(key);
   }
 }
 

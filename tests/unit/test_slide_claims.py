@@ -1,0 +1,225 @@
+"""Every figure a slide or its speaker note states agrees with its source (issue 20).
+
+The deck renders each slide and note from simulations.formulas, simulations.hardware, the memory
+calculator and the estimator at render time. These tests render all of them and read the text back,
+independently of the templates, so that a figure typed into a slide, or computed from the wrong
+inputs, fails: a GPU's memory that is not the catalog's, a note that describes the calculator
+differently from what the calculator shows, an activation figure with the attention scores stored
+where the slide does not say so, the ZeRO paper's 2Ψ/3Ψ offered as what a rank sends, a work cited
+on a slide but missing from the references.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from app.routers.calculator import CalculatorParams, calculate
+from app.slides import jinja_env, load_deck, render_slides
+from simulations import formulas, hardware
+
+SLIDES = (Path(__file__).resolve().parents[2] / "slides").resolve()
+GB = formulas.GB
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, str]:
+    deck = load_deck(SLIDES)
+    return dict(zip([s.id for s in deck.slides], render_slides(deck, jinja_env(SLIDES))))
+
+
+def text_of(markup: str) -> str:
+    """What a reader sees (slide and note), scripts dropped, entities decoded, whitespace collapsed."""
+    markup = re.sub(r"<script.*?</script>", " ", markup, flags=re.S)
+    return re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", " ", markup))).strip()
+
+
+def notes_of(markup: str) -> str:
+    return text_of(re.search(r'<aside class="notes">(.*?)</aside>', markup, re.S).group(1))
+
+
+def gb(n_bytes: float, digits: int = 0) -> str:
+    """Decimal gigabytes as the deck writes them (app.memory_math.gb), formatted here on its own."""
+    return f"{n_bytes / GB:,.{digits}f} GB"
+
+
+# ---- GPUs: one catalog ----
+
+GPU_NAMES = ("A100", "H100", "H200", "B200")
+
+
+def test_every_gpu_memory_on_a_slide_is_the_catalogs(rendered):
+    """"B200s (192 GB)", "180 GB (B200)", "H100 80 GB": whatever the wording, the figure is the catalog's."""
+    names = "|".join(GPU_NAMES)
+    patterns = [rf"\b({names})s? \((\d[\d,]*) GB\)", rf"\b(\d[\d,]*) GB \(({names})\)", rf"\b({names}) (\d[\d,]*) GB\b"]
+    seen = 0
+    for slide_id, markup in rendered.items():
+        text = text_of(markup)
+        for pattern in patterns:
+            for match in re.finditer(pattern, text):
+                name, figure = match.groups() if match.group(1) in GPU_NAMES else match.groups()[::-1]
+                assert float(figure.replace(",", "")) * GB == hardware.gpu(name).hbm_bytes, (
+                    f"{slide_id}: {match.group(0)!r}, the catalog says {hardware.gpu(name).hbm_bytes / GB:g} GB")
+                seen += 1
+    assert seen >= 6, "the memory wall and the one-GPU bar name GPUs with their memory"
+
+
+def test_memory_wall_counts_gpus_from_the_catalog(rendered):
+    """The GPUs it takes to hold 16Ψ, per row and per GPU kind, from the catalog's capacities."""
+    table = re.search(r'<table class="numbers" id="memory-wall-table">(.*?)</table>', rendered["memory-wall"], re.S)
+    rows = re.findall(r"<tr[^>]*>\s*<th scope=\"row\">(\w+)</th>(.*?)</tr>", table.group(1), re.S)
+    kinds = ["H100", "H200", "B200"]
+    assert [k for k in kinds if f"{k}s (" in text_of(table.group(1))] == kinds
+    for name, cells in rows:
+        values = [text_of(c) for c in re.findall(r"<td>(.*?)</td>", cells, re.S)]
+        states = 16 * formulas.PRESETS[name].params
+        assert values[0] == gb(states)
+        assert values[1:] == [str(math.ceil(states / hardware.gpu(k).hbm_bytes)) for k in kinds], name
+    notes = notes_of(rendered["memory-wall"])
+    assert f"{hardware.gpu('B200').hbm_bytes / GB:.0f} GB (B200)" in notes
+
+
+# ---- the memory calculator's note describes what the calculator shows ----
+
+def test_the_calculator_note_quotes_what_the_calculator_shows(rendered):
+    markup = rendered["memory-calculator"]
+    params = json.loads(html_lib.unescape(re.search(r"data-params='([^']*)'", markup).group(1)))
+    shown = calculate(CalculatorParams(**params))  # its defaults fill the rest, as the page's copy does
+    assert CalculatorParams(**params).flash_attention, "the calculator opens with FlashAttention"
+    stored = calculate(CalculatorParams(**params, flash_attention=False))
+    notes = notes_of(markup)
+    assert f"{gb(shown.per_gpu['activations'])} of activations for one sequence" in notes
+    assert f"{gb(shown.total)} per GPU in all" in notes
+    # The stored-scores figure appears only as what unticking FlashAttention gives.
+    assert f"Untick FlashAttention and the attention scores are counted as stored" in notes
+    assert notes.index(gb(stored.per_gpu["activations"])) > notes.index("Untick FlashAttention")
+    assert "calculator counts the attention scores as stored" not in notes
+
+
+# ---- activations: FlashAttention unless a slide says the scores are stored ----
+
+def stored_score_figures() -> dict[str, float]:
+    """The 7B's activations with the a·s² scores stored, for the sequences and batches slides use."""
+    s7 = formulas.PRESETS["7B"]
+    figures = {}
+    for seq in (1024, 4096, 16384, 131072):
+        for batch in (1, 8):
+            stored = formulas.activation_bytes(seq, batch, s7.hidden, s7.heads, s7.layers)
+            flash = formulas.activation_bytes(seq, batch, s7.hidden, s7.heads, s7.layers, flash_attention=True)
+            for digits in (0, 1):
+                if gb(stored, digits) != gb(flash, digits):
+                    figures[gb(stored, digits)] = stored
+    return figures
+
+
+def test_an_activation_figure_with_stored_scores_says_so(rendered):
+    """The default is what practice runs, FlashAttention (Korthikanti et al. 2022, Table 2; the Playbook):
+    a figure that counts the scores as stored must say so within its sentence or table."""
+    figures = stored_score_figures()
+    for slide_id, markup in rendered.items():
+        text = text_of(markup)
+        for figure in figures:
+            for match in re.finditer(rf"(?<![\d,.]){re.escape(figure)}", text):
+                window = text[max(0, match.start() - 400): match.end() + 100].lower()
+                if "activation" not in window:
+                    continue  # another figure that happens to read the same (a layout's memory)
+                assert "stor" in window or "without it" in window, (
+                    f"{slide_id}: {figure} counts the attention scores as stored and does not say so")
+    # The issue's case: the strategy map quoted 104 GB and 833 GB for a 7B at 4096 tokens.
+    s7 = formulas.PRESETS["7B"]
+    flash_one = formulas.activation_bytes(4096, 1, s7.hidden, s7.heads, s7.layers, flash_attention=True)
+    assert gb(flash_one) in text_of(rendered["strategy-map"])
+
+
+def test_a_slide_quoting_activations_names_the_attention_it_assumes(rendered):
+    for slide_id, markup in rendered.items():
+        text = text_of(markup)
+        if re.search(r"activations?\s[^.]{0,80}\d GB|\d GB of activations", text, re.I):
+            assert re.search(r"FlashAttention|scores? (are )?(counted as )?stored|Scores stored", text), slide_id
+
+
+def test_checkpointing_saving_is_against_what_flash_attention_keeps(rendered):
+    s7 = formulas.PRESETS["7B"]
+    flash = formulas.activation_bytes_per_layer(4096, 1, s7.hidden, s7.heads, flash_attention=True)
+    full = formulas.activation_bytes_per_layer(4096, 1, s7.hidden, s7.heads, recompute="full")
+    text = text_of(rendered["checkpointing-how"])
+    assert f"keeps {flash / full:.0f}× less than a FlashAttention run keeps" in text
+    stored = formulas.activation_bytes_per_layer(4096, 1, s7.hidden, s7.heads)
+    assert f"{stored / full:.0f}×" not in text
+
+
+# ---- communication: what a rank sends, or the ZeRO paper's count, said which ----
+
+COMM_WORDS = ("communicat", "all-reduce", "all-gather", "reduce-scatter", "per step", "sends", "moves", "traffic")
+ZERO_COUNT = re.compile(r"(?<![\w{}/.(,])(2|3|3m|\(m\+1\))\s?(?:\\Psi|Ψ)(?![\w}]|\s*/)")
+
+
+def test_the_zero_papers_count_is_named_wherever_it_is_used(rendered):
+    """2Ψ / 3Ψ is the ZeRO paper's volume (an all-reduce counted as 2Ψ); a rank sends 2(N−1)/N·Ψ.
+    A slide that gives 2Ψ or 3Ψ for communication must say it is that count."""
+    for slide_id, markup in rendered.items():
+        text = text_of(markup)
+        for match in ZERO_COUNT.finditer(text):
+            window = text[max(0, match.start() - 120): match.end() + 120]
+            if not any(word in window.lower() for word in COMM_WORDS):
+                continue  # memory (2Ψ of bf16 parameters), not communication
+            assert re.search(r"ZeRO paper|ZeRO count|paper's count|the paper's", text), (
+                f"{slide_id}: {window!r} gives the ZeRO paper's count without saying so")
+
+
+def test_notation_says_what_a_rank_sends(rendered):
+    text = text_of(rendered["notation"])
+    assert "communication in bytes sent per rank unless a slide says elements" not in text
+    assert "ZeRO paper" in text and "2\\tfrac{N-1}{N}\\Psi" in text
+
+
+# ---- references: every work a slide cites is listed ----
+
+ARXIV = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?!\d)")
+
+
+def test_the_references_list_every_paper_a_slide_cites(rendered):
+    references = rendered["references-papers"] + rendered["references-more"]
+    listed = set(ARXIV.findall(references))
+    cited = {}
+    for slide_id, markup in rendered.items():
+        if not slide_id.startswith("references"):
+            for arxiv in ARXIV.findall(text_of(markup)):
+                cited.setdefault(arxiv, slide_id)
+    missing = {arxiv: slide for arxiv, slide in cited.items() if arxiv not in listed}
+    assert not missing, f"cited on a slide, missing from the references: {missing}"
+    # The issue's cases, each cited on a slide: Ulysses, DeepSeek-V3, FP8-LM, ZeRO++.
+    for arxiv in ("2309.14509", "2412.19437", "2310.18313", "2306.10209"):
+        assert arxiv in listed
+
+
+# ---- at-scale figures: from the estimator, the same computation as their notes ----
+
+def test_three_d_reveal_quotes_the_estimators_bytes_at_scale(rendered):
+    from app import estimate_math as scale
+
+    e = scale.estimate("llama3-70b", gpus=512, tp=8, pp=8, zero_stage=0, micro_batch=1, global_batch=8 * 16,
+                       seq_len=4096)
+    tp, dp = e.comm_bytes_per_gpu["tp"], e.comm_bytes_per_gpu["dp"]
+    assert tp > 10 * dp  # the point of the reveal: a transformer's TP traffic dwarfs DP's
+    markup = rendered["p3d-live"]
+    reveal = text_of(re.search(r'<p class="predict-why">(.*?)</p>', markup, re.S).group(1))
+    for part in (reveal, notes_of(markup)):
+        assert f"TP {gb(tp)}" in part or f"TP sends {gb(tp)}" in part, part
+        assert f"DP {gb(dp, 1)}" in part, part  # "vs DP 4.2 GB" on the reveal, "DP 4.2 GB" in the note
+
+
+def test_comm_hides_runs_a_layout_that_fits(rendered):
+    from app import estimate_math as scale
+
+    text = text_of(rendered["comm-hides"])
+    assert "plain DDP:" not in text
+    ddp = scale.estimate("llama3-8b", gpus=512, tp=1, zero_stage=0, micro_batch=1, global_batch=2048, seq_len=2048)
+    zero1 = scale.estimate("llama3-8b", gpus=512, tp=1, zero_stage=1, micro_batch=1, global_batch=2048, seq_len=2048)
+    assert not ddp.fits and zero1.fits
+    assert f"ZeRO-1 ({gb(zero1.memory_per_gpu_bytes['total'])} per GPU" in text
