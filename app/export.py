@@ -5,7 +5,9 @@ every URL in its pages is relative, and the pages know they have no server (conf
 `staticSite`), so the player replays recorded run files instead of streaming from the API.
 
     DIR/index.html                    the deck
+    DIR/track-<name>.html             a track of it (index.html?track=20 goes there)
     DIR/embed/index.html              the deck in embed mode (for an iframe)
+    DIR/embed/track-<name>.html       a track of it, embedded
     DIR/embed/<scenario>/index.html   one simulation as a widget
     DIR/static/...                    CSS, JS, vendor files
     DIR/api/simulations.json          the scenario catalog (what GET /api/simulations answers)
@@ -36,7 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from app.routers.deck import render_deck
+from app.routers.deck import render_deck, track_page
 from app.routers.embed import render_widget, widget_spec
 from app.settings import Settings
 from app.slides import ManifestError, jinja_env, load_deck, render_slides
@@ -310,9 +312,12 @@ def write_pages(settings: Settings, out: Path, used: list[str]) -> None:
             raise ExportError(f"{static / 'vendor' / vendor} is missing: run `make install` first")
     shutil.copytree(static, out / "static", ignore=IGNORED_STATIC, dirs_exist_ok=True)
     _write(out / ".nojekyll", "")  # GitHub Pages: serve every file as is
-    _write(out / "index.html", relative_urls(render_deck(settings, root="./", static_site=True), "./"))
-    _write(out / "embed" / "index.html",
-           relative_urls(render_deck(settings, embed=True, root="../", static_site=True), "../"))
+    # The whole deck and each track (a static host has no query string to read: a page per track).
+    for track in [None, *(t.name for t in load_deck(Path(settings.slides_dir).resolve()).tracks)]:
+        _write(out / track_page(track),
+               relative_urls(render_deck(settings, root="./", static_site=True, track=track), "./"))
+        _write(out / "embed" / track_page(track),
+               relative_urls(render_deck(settings, embed=True, root="../", static_site=True, track=track), "../"))
     for name in used:
         scenario = scenarios.get(name)
         html = render_widget(settings, scenario, widget_spec(scenario, {}), root="../../", static_site=True,

@@ -9,7 +9,12 @@ Layout (so that a new section never touches a shared file):
         <slide-id>.html.j2           the slide: {% block content %} and {% block notes %}
 
 A [[slides]] table has `id` (unique in the deck, used in the URL), `title`, and optionally
-`steps` (how many steps a static stepped slide has) and `template` (defaults to `<id>.html.j2`).
+`steps` (how many steps a static stepped slide has), `template` (defaults to `<id>.html.j2`) and
+`refers` (the slides this one's text refers to, "as the previous slide showed": a track that has
+this slide must have those too).
+
+    slides/tracks.toml               the talks for a conference slot (?track=20): one [[tracks]] table
+                                     each, name, title, minutes, and its slides' ids in deck order
 """
 
 import tomllib
@@ -24,6 +29,7 @@ from simulations import formulas, hardware
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 SLIDE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+TRACKS_FILE = "tracks.toml"
 
 
 class ManifestError(ValueError):
@@ -35,6 +41,7 @@ class Slide(BaseModel):
     title: str = Field(min_length=1)
     steps: int = Field(1, ge=1, le=100)
     template: str | None = None
+    refers: list[str] = []
     # Filled in by load_deck, not read from TOML.
     section_slug: str = ""
     template_path: str = ""
@@ -47,9 +54,20 @@ class Section(BaseModel):
     slides: list[Slide] = Field(min_length=1)
 
 
+class Track(BaseModel):
+    """A talk for a slot, chosen by the authors: a coherent subset of the deck's slides, in deck order."""
+
+    name: str = Field(pattern=SLIDE_ID_PATTERN, max_length=16)  # the ?track= value
+    title: str = Field(min_length=1)
+    minutes: int = Field(ge=1, le=600)  # the slot it is written for
+    slides: list[str] = Field(min_length=1)
+
+
 class Deck(BaseModel):
     title: str
     sections: list[Section]
+    tracks: list[Track] = []
+    track: Track | None = None  # set on the deck of one track (for_track)
 
     @property
     def slides(self) -> list[Slide]:
@@ -57,6 +75,19 @@ class Deck(BaseModel):
 
     def find(self, slide_id: str) -> Slide | None:
         return next((s for s in self.slides if s.id == slide_id), None)
+
+    def find_track(self, name: str) -> Track | None:
+        return next((t for t in self.tracks if t.name == name), None)
+
+    def for_track(self, name: str) -> "Deck":
+        """The deck as the track `name` gives it: its slides only, sections without one left out."""
+        track = self.find_track(name)
+        if track is None:
+            raise KeyError(name)
+        keep = set(track.slides)
+        sections = [section.model_copy(update={"slides": [s for s in section.slides if s.id in keep]})
+                    for section in self.sections]
+        return self.model_copy(update={"sections": [s for s in sections if s.slides], "track": track})
 
     def print_page_count(self) -> int:
         """Pages of the ?print-pdf view: one per slide, one per step of a stepped slide."""
@@ -83,14 +114,57 @@ def load_deck(slides_dir: Path, title: str = "Distributed training, for real") -
             if not (slides_dir / slide.template_path).is_file():
                 raise ManifestError(f"{manifest}: slide {slide.id!r} has no template {slide.template_path}")
         sections.append(section)
+    all_slides = [s for section in sections for s in section.slides]
     seen: set[str] = set()
-    for slide in (s for section in sections for s in section.slides):
+    for slide in all_slides:
         if slide.id in seen:
             raise ManifestError(f"slide id {slide.id!r} is used twice; ids name slides in URLs")
         seen.add(slide.id)
     if not sections:
         raise ManifestError(f"{sections_dir}: no sections")
-    return Deck(title=title, sections=sections)
+    order = {slide.id: i for i, slide in enumerate(all_slides)}
+    for slide in all_slides:
+        unknown = [ref for ref in slide.refers if ref not in order]
+        if unknown:
+            raise ManifestError(f"slide {slide.id!r} refers to {', '.join(map(repr, unknown))}: no such slide")
+    return Deck(title=title, sections=sections, tracks=load_tracks(slides_dir / TRACKS_FILE, order))
+
+
+def load_tracks(path: Path, order: dict[str, int]) -> list[Track]:
+    """slides/tracks.toml, checked against the deck's slide ids (`order`: id -> position in the deck)."""
+    if not path.is_file():
+        return []
+    try:
+        tracks = [Track(**entry) for entry in tomllib.loads(path.read_text(encoding="utf-8")).get("tracks", [])]
+    except (tomllib.TOMLDecodeError, ValidationError, TypeError) as exc:
+        raise ManifestError(f"{path}: {exc}") from exc
+    names: set[str] = set()
+    for track in tracks:
+        if track.name in names:
+            raise ManifestError(f"{path}: track {track.name!r} is declared twice")
+        names.add(track.name)
+        unknown = [slide_id for slide_id in track.slides if slide_id not in order]
+        if unknown:
+            raise ManifestError(f"{path}: track {track.name!r} names {', '.join(map(repr, unknown))}: no such slide")
+        positions = [order[slide_id] for slide_id in track.slides]
+        if positions != sorted(set(positions)):
+            raise ManifestError(f"{path}: track {track.name!r} must list its slides once each, in deck order")
+    return tracks
+
+
+def track_query(track: str | None, embed: bool = False) -> str:
+    """The query string that opens the deck in `track` (None: the whole deck), keeping an embed an embed."""
+    params = ([f"track={track}"] if track else []) + (["embed=1"] if embed else [])
+    return "?" + "&".join(params) if params else "?"
+
+
+def track_choices(deck: Deck, embed: bool = False) -> list[dict]:
+    """The choice of talk (title slide, top bar): each track and the whole deck, the current one marked."""
+    current = deck.track.name if deck.track else None
+    return [{"name": t.name, "label": f"{t.minutes} min", "title": t.title, "slides": len(t.slides),
+             "href": track_query(t.name, embed), "current": t.name == current} for t in deck.tracks] + [
+        {"name": None, "label": "Full deck", "title": "Every slide", "slides": None,
+         "href": track_query(None, embed), "current": current is None}]
 
 
 @lru_cache(maxsize=4)
@@ -109,6 +183,7 @@ def jinja_env(slides_dir: Path) -> Environment:
     env.globals["formulas"] = formulas  # simulations.formulas, for slides that compute figures at render time
     env.globals["scale"] = estimate_math  # simulations.estimate, for the at-scale slides' times
     env.filters["gb"] = memory_math.gb
+    env.globals["track_choices"] = track_choices  # the title slide's choice of talk
     return env
 
 

@@ -1,12 +1,14 @@
-"""The deck: GET / renders every slide; /slides/{id} is a shareable link to one slide."""
+"""The deck: GET / renders every slide (?track=20 a talk's slides only); /slides/{id} is a shareable link
+to one slide."""
 
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from app import pacing
 from app.settings import Settings
-from app.slides import jinja_env, load_deck, render_slides
+from app.slides import Deck, jinja_env, load_deck, render_slides, track_query
 
 router = APIRouter(tags=["deck"])
 
@@ -39,13 +41,39 @@ def page_assets(settings: Settings, root: str, static_site: bool) -> dict:
     }
 
 
+def track_page(track: str | None) -> str:
+    """The file a static export writes a track's deck to, beside its index.html (a static host has no
+    query string to read, so index.html?track=20 goes there: see deck.html.j2)."""
+    return f"track-{track}.html" if track else "index.html"
+
+
+def tracks_config(deck: Deck, budgets: dict[str, pacing.Budget]) -> dict:
+    """The track the page shows and the speaker window's pacing, for the page's config."""
+    total = sum(b.seconds for b in budgets.values())
+    return {
+        "track": deck.track.name if deck.track else None,
+        "pacing": {
+            # The slot the talk must fit: the track's minutes; the whole deck has none but its budgets.
+            "slotSeconds": deck.track.minutes * 60 if deck.track else round(total),
+            "budgets": {slide_id: b.seconds for slide_id, b in budgets.items()},
+            # The panel's tooltip: how the budgets were made.
+            "model": f"notes at {pacing.WORDS_PER_MINUTE} words a minute, {pacing.SECONDS_PER_STEP} s a step "
+                     f"({pacing.LIVE_RUN_STEPS} for a live run), {pacing.PREDICTION_PAUSE_S} s a question",
+        },
+    }
+
+
 def render_deck(settings: Settings, *, embed: bool = False, print_pdf: bool = False, receiver: bool = False,
-                root: str = "/", static_site: bool = False) -> str:
+                root: str = "/", static_site: bool = False, track: str | None = None) -> str:
     """The deck's HTML. `root`: the site's root as the page sees it ("/" on the server; "" or "../" in a
-    static export, so that it works from any folder); `static_site`: no server, runs are recorded files."""
+    static export, so that it works from any folder); `static_site`: no server, runs are recorded files;
+    `track`: a talk's slides only (a name in slides/tracks.toml; KeyError if none)."""
     slides_dir = Path(settings.slides_dir).resolve()
     env = jinja_env(slides_dir)
     deck = load_deck(slides_dir)
+    if track is not None:
+        deck = deck.for_track(track)
+    slides_html = render_slides(deck, env, embed=embed, print_pdf=print_pdf, root=root)
     config = {
         "embed": embed,
         "printPdf": print_pdf,
@@ -56,36 +84,65 @@ def render_deck(settings: Settings, *, embed: bool = False, print_pdf: bool = Fa
         "sections": [
             {"slug": s.slug, "title": s.title, "first": s.slides[0].id} for s in deck.sections
         ],
+        **tracks_config(deck, pacing.budgets(deck, slides_html)),
     }
     return env.get_template("deck.html.j2").render(
         deck=deck,
-        slides_html=render_slides(deck, env, embed=embed, print_pdf=print_pdf, root=root),
+        slides_html=slides_html,
         slide_count=len(deck.slides),
         embed=embed,
         chrome=not (embed or receiver or print_pdf),
         print_pdf=print_pdf,
         config=config,
-        open_href=root or "./",
+        open_href=(root or "./") + (track_query(deck.track.name) if deck.track else ""),
+        track_pages={t.name: track_page(t.name) for t in deck.tracks} if static_site else None,
         **page_assets(settings, root, static_site),
     )
 
 
-@router.get("/", response_class=HTMLResponse, summary="The whole deck (?embed=1 for iframes, ?print-pdf to print)")
+def unknown_track(request: Request, deck: Deck) -> HTMLResponse | None:
+    """A 422 page naming `track` and the allowed values when ?track= names no track."""
+    track = request.query_params.get("track")
+    if track is None or deck.find_track(track) is not None:
+        return None
+    from app.routers.embed import _error_page  # embed imports this module
+
+    allowed = ", ".join(t.name for t in deck.tracks)
+    return _error_page(request, 422, "No such track",
+                       f"track: must be one of {allowed} (or left out for the whole deck), not {track[:40]!r}")
+
+
+@router.get("/", response_class=HTMLResponse,
+            summary="The whole deck (?track=20 a talk's slides, ?embed=1 for iframes, ?print-pdf to print)",
+            responses={422: {"description": "No track by that name (an HTML page naming `track` and the allowed "
+                                            "values)", "content": {"text/html": {}}}})
 def deck_page(request: Request) -> HTMLResponse:
+    settings = _settings(request)
+    refused = unknown_track(request, load_deck(Path(settings.slides_dir).resolve()))
+    if refused is not None:
+        return refused
     # reveal.js's speaker view previews the deck in iframes with ?receiver: slides only.
-    return HTMLResponse(render_deck(_settings(request), embed=_flag(request, "embed"),
+    return HTMLResponse(render_deck(settings, embed=_flag(request, "embed"),
                                     print_pdf="print-pdf" in request.query_params,
-                                    receiver="receiver" in request.query_params))
+                                    receiver="receiver" in request.query_params,
+                                    track=request.query_params.get("track")))
 
 
 @router.get("/slides/{slide_id}", summary="Redirect to one slide of the deck",
             status_code=307,
             responses={307: {"description": "To the slide in the deck"},
-                       404: {"description": "No slide by that id (an HTML page)", "content": {"text/html": {}}}})
-def slide_link(slide_id: str, request: Request) -> RedirectResponse:
+                       404: {"description": "No slide by that id (an HTML page)", "content": {"text/html": {}}},
+                       422: {"description": "No track by that name (an HTML page)", "content": {"text/html": {}}}})
+def slide_link(slide_id: str, request: Request) -> Response:
     deck = load_deck(Path(_settings(request).slides_dir).resolve())
     slide = deck.find(slide_id)
     if slide is None:
         raise HTTPException(status_code=404, detail=f"No slide named {slide_id!r}")
+    refused = unknown_track(request, deck)
+    if refused is not None:
+        return refused
+    # ?track=20 keeps the talk when it has the slide; else the whole deck, which has every slide.
+    track = request.query_params.get("track")
+    query = track_query(track) if track and slide.id in deck.find_track(track).slides else ""
     # The id matched a manifest entry, which only allows [a-z0-9-]: safe to put in a URL as is.
-    return RedirectResponse(url=f"/#/{slide.id}/0", status_code=307)
+    return RedirectResponse(url=f"/{query}#/{slide.id}/0", status_code=307)

@@ -158,7 +158,7 @@ def test_the_top_bar_fits(context_for, site, size):
         assert "ZeRO" in menu.text_content()
         menu.click()
         page.locator("#topbar-sections button", has_text="Pipeline").click()
-        page.wait_for_function("() => window.distdeck.position().section === '05-pipeline'")
+        page.wait_for_function("() => window.distdeck.position().section === '06-pipeline'")
     bar = page.locator(".topbar").bounding_box()
     slides = page.locator(".reveal").bounding_box()
     assert slides["y"] >= bar["y"] + bar["height"] - 0.5

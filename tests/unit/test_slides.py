@@ -236,3 +236,19 @@ def test_every_section_with_a_live_slide_asks_a_prediction_first(rendered, deck)
             # One line of the answer badge: longer, it covers the run's controls beside the title.
             assert len(html_lib.unescape(why.group(1))) <= 64, f"{slide_id}: the reason outgrows the badge"
             assert 'class="live-sim"' in html, f"{slide_id}: a question needs a run to answer it"
+
+
+def test_the_story_order(deck):
+    """Issue 22's flow: FSDP after DDP and its memory tools, before the pipeline (the contents' notes
+    say why), each section's last
+    slides before its pros and cons, the pipeline's cluster projection in the pipeline section, and
+    the context-parallel section named for what it covers."""
+    slugs = [section.slug for section in deck.sections]
+    assert slugs[slugs.index("03-ddp"):][:4] == ["03-ddp", "04-accumulation-checkpointing", "05-zero", "06-pipeline"]
+    assert "and before the pipeline: FSDP is data parallelism" in " ".join(render_slides(deck, jinja_env(SLIDES))[1].split())
+    for section in deck.sections:
+        ids = [s.id for s in section.slides]
+        closing = [i for i in ids if i.endswith("pros-cons")]
+        assert closing in ([], [ids[-1]]), f"{section.slug}: {ids[-1]} after its pros and cons"
+    assert deck.find("on-a-cluster").section_slug == "06-pipeline"
+    assert next(s.title for s in deck.sections if s.slug == "10-ring-attention") == "Context parallelism"

@@ -71,7 +71,8 @@ if (config.widget) window.addEventListener('resize', () => Reveal.configure(embe
 input.start(Reveal);
 a11y.start();
 topbar.start();
-speaker.start(Reveal);
+topbar.noteUnknownTrack(config);
+speaker.start(Reveal, config);
 if (config.embed && !speaker.isReceiver) embed.startChrome(config);
 embed.startMessageApi(config.postMessageOrigins);
 location.start();

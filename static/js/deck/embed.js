@@ -98,7 +98,9 @@ export function hasKeyboard() {
  */
 export function speakerUrl(config) {
   if (config.widget) return window.location.href.split('#')[0];
-  return new URL(config.root || './', document.baseURI).href;
+  const url = new URL(config.root || './', document.baseURI);
+  if (config.track) url.searchParams.set('track', config.track); // the previews show the same talk
+  return url.href;
 }
 
 /**

@@ -9,11 +9,14 @@
  * and the live run's caption, so the presenter reads what the audience sees.
  */
 import { goTo, next, position, stepperOf } from './steps.js';
+import * as pacing from './pacing.js';
 
 export const isReceiver = /[?&]receiver\b/i.test(window.location.search);
 if (isReceiver) document.documentElement.classList.add('receiver');
 
 let deck = null;
+// The speaker window's pacing panel (pacing.js), in the presenting window only.
+let pace = null;
 
 function stepOf(pos) {
   return pos.wantedStep ?? pos.step;
@@ -68,6 +71,9 @@ export function interceptMessages() {
     if (typeof event.data !== 'string' || event.origin !== window.location.origin || !deck) return;
     let data;
     try { data = JSON.parse(event.data); } catch { return; }
+    if (data?.namespace === 'reveal-notes' && event.source && event.source !== window) {
+      pace?.heard(event.source); // the speaker window: its handshake, calls and heartbeat (1 Hz)
+    }
     if (data?.method === 'setState' && typeof data.args?.[0]?.distdeckStep === 'number') {
       event.stopImmediatePropagation();
       applyState(data.args[0]);
@@ -103,8 +109,8 @@ export function updateStepNote(pos) {
   stepNote(pos.slide).replaceChildren(line);
 }
 
-/** Call once reveal.js is ready. */
-export function start(reveal) {
+/** Call once reveal.js is ready. `config`: the page's, with the slides' time budgets (config.pacing). */
+export function start(reveal, config = {}) {
   if (isReceiver) {
     // The current-slide preview reports its position to the speaker window; reveal's own reports
     // (postMessageEvents) carry no step, so ours replace them.
@@ -122,9 +128,11 @@ export function start(reveal) {
     });
     return;
   }
+  if (config.pacing) pace = pacing.create(config, reveal.getHorizontalSlides().map((slide) => slide.id));
   let last = null;
   document.addEventListener('distdeck:position', (event) => {
     const pos = event.detail;
+    pace?.moved(pos);
     updateStepNote(pos);
     const key = `${pos.id}/${stepOf(pos)}/${pos.stepCount}/${pos.slide.querySelector('.sim-caption')?.textContent ?? ''}`;
     if (key === last) return;

@@ -1,9 +1,11 @@
 /**
- * The top bar: section names (click to jump) and "Slide n/N · Step k/K". When the names do not
+ * The top bar: section names (click to jump), the talk shown (a track or the whole deck: a menu of
+ * the others) and "Slide n/N · Step k/K", counted in the talk shown. When the names do not
  * fit (a 1024 px projector, a phone held either way) the bar turns compact: a menu button named
  * after the current section opens the list, and the position reads "n/N · Step k/K".
  */
 import { goTo } from './steps.js';
+import { announce } from './a11y.js';
 
 export function formatPosition(pos, { short = false } = {}) {
   const stepCount = Math.max(pos.stepCount, 1) + (pos.pending ? '+' : '');
@@ -13,7 +15,45 @@ export function formatPosition(pos, { short = false } = {}) {
   return `${short ? '' : 'Slide '}${slide} · Step ${step}/${stepCount}${waiting}`;
 }
 
+/** The talk menu: a button naming the talk shown opens the list of tracks (links to ?track=...). */
+function startTrackMenu() {
+  const button = document.getElementById('track-menu-button');
+  const list = document.getElementById('track-list');
+  if (!button || !list) return;
+  const menu = button.parentElement;
+  const setOpen = (open) => {
+    list.hidden = !open;
+    button.setAttribute('aria-expanded', String(open));
+  };
+  button.addEventListener('click', () => setOpen(list.hidden));
+  document.addEventListener('pointerdown', (event) => { if (!menu.contains(event.target)) setOpen(false); });
+  menu.addEventListener('keydown', (event) => {
+    if (event.key === 'Escape' && !list.hidden) {
+      setOpen(false);
+      button.focus();
+      event.stopPropagation();
+    }
+  });
+}
+
+/**
+ * A static copy cannot answer ?track=unknown with a 422 as the server does: it shows the whole deck
+ * and says why, on screen and to screen readers.
+ */
+export function noteUnknownTrack(config) {
+  const wanted = new URLSearchParams(window.location.search).get('track');
+  if (wanted === null || wanted === config.track) return;
+  const names = Array.from(document.querySelectorAll('#track-list a'))
+    .map((a) => new URL(a.href).searchParams.get('track')).filter(Boolean);
+  const text = `There is no track "${wanted}"${names.length ? ` (the tracks are ${names.join(', ')})` : ''}: `
+    + 'showing the whole deck.';
+  const notice = Object.assign(document.createElement('p'), { className: 'track-notice', textContent: text });
+  document.body.append(notice);
+  announce(text);
+}
+
 export function start() {
+  startTrackMenu();
   const bar = document.querySelector('.topbar');
   const label = document.getElementById('deck-position');
   const menu = document.getElementById('topbar-menu');

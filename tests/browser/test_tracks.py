@@ -1,0 +1,138 @@
+"""Tracks in the browser: the track is the deck's state (top bar, overview, deep links, the title
+slide's and the menu's choice, the conclusion), the speaker window paces the talk, and the static
+export answers index.html?track=20."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app.slides import load_deck
+
+pytestmark = pytest.mark.browser
+
+DECK = load_deck(Path(__file__).resolve().parents[2] / "slides")
+TWENTY = DECK.for_track("20")
+SLIDES = "() => Array.from(document.querySelectorAll('.reveal .slides > section')).map((s) => s.id)"
+
+
+def open_deck(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("html.deck-ready")
+
+
+def test_the_track_is_the_decks_state(page, deck_url):
+    open_deck(page, f"{deck_url}/?track=20#/zero-stages/2")
+    assert page.evaluate(SLIDES) == [s.id for s in TWENTY.slides]
+    index = [s.id for s in TWENTY.slides].index("zero-stages") + 1
+    assert page.text_content("#deck-position") == f"Slide {index}/{len(TWENTY.slides)} · Step 3/4"
+    shown = page.eval_on_selector_all(".topbar-sections button", "els => els.map((e) => e.textContent)")
+    assert shown == [s.short or s.title for s in TWENTY.sections]
+    assert page.text_content("#track-menu-button") == "20-min talk"
+    page.locator("#deck").focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => location.hash === '#/zero-stages/3'")
+    assert page.evaluate("() => location.search") == "?track=20"  # the deep link keeps the track
+    page.keyboard.press("Escape")  # the overview: the track's slides only
+    page.wait_for_selector(".reveal.overview")
+    assert page.locator(".reveal.overview .slides > section").count() == len(TWENTY.slides)
+
+
+def test_the_title_slide_and_the_menu_choose_the_talk(page, deck_url):
+    open_deck(page, f"{deck_url}/?track=20")
+    page.locator("#title .track-choice a", has_text="45 min").click()
+    page.wait_for_function("() => location.search === '?track=45' && document.documentElement.classList.contains('deck-ready')")
+    assert page.evaluate(SLIDES) == DECK.find_track("45").slides
+    assert page.locator("#title .track-choice a[aria-current]").text_content() == "45 min"
+    page.click("#track-menu-button")
+    page.locator("#track-list a", has_text="Full deck").click()
+    page.wait_for_function("() => location.search === '' && document.documentElement.classList.contains('deck-ready')")
+    assert len(page.evaluate(SLIDES)) == len(DECK.slides)
+    assert page.text_content("#track-menu-button") == "Full deck"
+
+
+def test_a_tracks_conclusion_lists_only_the_runs_it_showed(page, deck_url):
+    open_deck(page, f"{deck_url}/?track=20#/conclusion-measured/0")
+    rows = page.eval_on_selector_all("#measured-table tr[data-scenario]", "els => els.map((e) => e.dataset.scenario)")
+    played = page.eval_on_selector_all(".live-sim", "els => [...new Set(els.map((e) => e.dataset.scenario))]")
+    assert rows and set(rows) == set(played) and {"ddp", "zero", "pipeline"} <= set(rows)
+
+
+PACING = """() => { const p = document.getElementById('distdeck-pacing');
+  return p && { kind: p.dataset.kind, headline: p.querySelector('.pacing-headline').textContent,
+                colour: getComputedStyle(p.querySelector('.pacing-headline')).color,
+                left: p.querySelector('.pacing-left').textContent, slide: p.querySelector('.pacing-slide').textContent }; }"""
+
+
+def test_the_speaker_window_says_ahead_or_behind_in_words_and_colour(page, deck_url):
+    page.clock.install()
+    open_deck(page, f"{deck_url}/?track=20")
+    page.locator("#deck").focus()
+    with page.context.expect_page() as opened:
+        page.keyboard.press("s")
+    speaker = opened.value
+    speaker.wait_for_function(f"({PACING})() !== null", timeout=30_000)
+    waiting = speaker.evaluate(PACING)
+    assert waiting["kind"] == "waiting" and "first →" in waiting["headline"] and "20:00" in waiting["left"]
+
+    def pacing_after(check: str) -> dict:
+        speaker.wait_for_function(f"(({PACING})() || {{}}).kind === '{check}'", timeout=30_000)
+        return speaker.evaluate(PACING)
+
+    page.bring_to_front()
+    page.locator("#deck").focus()
+    page.keyboard.press("ArrowRight")  # the talk starts: slide 2 at 0:00, on plan
+    on_time = pacing_after("on time")
+    assert on_time["headline"] == "On time" and on_time["colour"] == "rgb(23, 121, 44)"
+    assert re.fullmatch(r"(19:5\d|20:00) left of 20:00", on_time["left"]), on_time
+    budget = TWENTY.slides[1]
+    assert on_time["slide"].endswith(f"of {budget_clock(budget.id)}"), on_time
+
+    page.clock.fast_forward(5 * 60_000)  # five minutes on the second slide
+    behind = pacing_after("behind")
+    assert behind["headline"].startswith("Behind by 4:") and behind["colour"] == "rgb(198, 40, 40)", behind
+    speaker.locator("#distdeck-pacing").click()  # restart the clock on plan here
+    assert pacing_after("on time")["headline"] == "On time"
+    for _ in range(4):
+        page.keyboard.press("Alt+ArrowRight")  # skip four slides at once: the plan runs ahead of the clock
+    ahead = pacing_after("ahead")
+    assert ahead["headline"].startswith("Ahead by") and ahead["colour"] == "rgb(11, 92, 173)", ahead
+    speaker.close()
+
+
+def budget_clock(slide_id: str) -> str:
+    from app import pacing
+    from app.slides import jinja_env, render_slides
+
+    slides_dir = Path(__file__).resolve().parents[2] / "slides"
+    html = dict(zip([s.id for s in TWENTY.slides], render_slides(TWENTY, jinja_env(slides_dir.resolve()))))
+    seconds = round(pacing.budgets(TWENTY, list(html.values()))[slide_id].seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+@pytest.fixture(scope="module")
+def site(pool):
+    from tests.browser.sites import sites, stop_all
+
+    yield sites(pool)
+    stop_all()
+
+
+@pytest.mark.slow
+def test_the_static_export_answers_index_html_with_a_track(page, site):
+    open_deck(page, f"{site.export_url}index.html?track=20#/ddp-live/0")
+    assert page.evaluate("() => [location.pathname.split('/').pop(), location.search, location.hash]") == \
+        ["track-20.html", "?track=20", "#/ddp-live/0"]
+    assert page.evaluate(SLIDES) == [s.id for s in TWENTY.slides]
+    assert page.evaluate("() => window.distdeck.position().id") == "ddp-live"
+    page.click("#track-menu-button")  # the whole deck again: back to index.html
+    page.locator("#track-list a", has_text="Full deck").click()
+    page.wait_for_function("() => location.pathname.endsWith('/index.html') && location.search === ''")
+    page.wait_for_selector("html.deck-ready")
+    assert len(page.evaluate(SLIDES)) == len(DECK.slides)
+    # A static host cannot answer 422: the whole deck, and a notice that names the tracks.
+    open_deck(page, f"{site.export_url}index.html?track=7")
+    assert len(page.evaluate(SLIDES)) == len(DECK.slides)
+    assert page.text_content(".track-notice") == 'There is no track "7" (the tracks are 20, 45, 90): showing the whole deck.'

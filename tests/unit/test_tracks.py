@@ -1,0 +1,236 @@
+"""Tracks (slides/tracks.toml): talks for a 20-, 45- and 90-minute slot, each a story of its own,
+and the pacing budgets (app/pacing.py) that say whether each fits its slot."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app import pacing
+from app.slides import ManifestError, jinja_env, load_deck, render_slides
+
+ROOT = Path(__file__).resolve().parents[2]
+SLIDES = (ROOT / "slides").resolve()
+
+# Words that point at another slide. A slide whose text (on the slide or in its notes) uses one must
+# name the slides it points at in its manifest (`refers`), so that a track can be checked to have them.
+BACK_REFERENCES = re.compile(
+    r"\bas we (?:saw|have seen|showed|measured)\b|\bwe (?:saw|have seen|'ve seen)\b|\bearlier\b"
+    r"|\bas (?:taught|shown) (?:in|on)\b|\bthe talk has\b|\brecall\b"
+    r"|\bthe (?:previous|last|next|first|following)(?: \w+)? (?:slides?|sections?)\b"
+    r"|\blater in the (?:talk|deck)\b|\bthe same as \w+'s\b"
+    r"|\bthe \w+ section\b|\bon the \w+ slides\b"
+    r"|\bthe \w+ (?:run|slide) of the \w+ section\b",
+    re.I,
+)
+
+
+@pytest.fixture(scope="module")
+def deck():
+    return load_deck(SLIDES)
+
+
+@pytest.fixture(scope="module")
+def rendered(deck):
+    return dict(zip([s.id for s in deck.slides], render_slides(deck, jinja_env(SLIDES)), strict=True))
+
+
+@pytest.fixture(scope="module")
+def budgets(deck, rendered):
+    return pacing.budgets(deck, [rendered[s.id] for s in deck.slides])
+
+
+def text_of(slide_html: str) -> str:
+    """What is read on the slide and in its notes: no scripts, no tags."""
+    text = re.sub(r"<script\b.*?</script>", " ", slide_html, flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
+
+
+def back_references(slide_html: str) -> list[str]:
+    return [m.group(0) for m in BACK_REFERENCES.finditer(text_of(slide_html))]
+
+
+def scenarios_of(slide_html: str) -> set[str]:
+    return set(re.findall(r'class="live-sim" data-scenario="([a-z_0-9]+)"', slide_html))
+
+
+def test_three_tracks_of_about_10_25_and_50_slides(deck):
+    sizes = {t.name: len(t.slides) for t in deck.tracks}
+    assert set(sizes) == {"20", "45", "90"}
+    assert 9 <= sizes["20"] <= 14 and 20 <= sizes["45"] <= 30 and 40 <= sizes["90"] <= 60, sizes
+    assert {t.name: t.minutes for t in deck.tracks} == {"20": 20, "45": 45, "90": 90}
+
+
+@pytest.mark.parametrize("name", ["20", "45", "90"])
+def test_each_track_fits_its_slot_within_15_percent(deck, budgets, name):
+    track = deck.find_track(name)
+    total = sum(budgets[i].seconds for i in track.slides) / 60
+    assert abs(total - track.minutes) <= 0.15 * track.minutes, f"track {name}: {total:.1f} min for a {track.minutes}-min slot"
+
+
+def test_the_whole_deck_is_longer_than_the_longest_track(deck, budgets):
+    assert sum(b.seconds for b in budgets.values()) / 60 > max(t.minutes for t in deck.tracks)
+
+
+@pytest.mark.parametrize("name", ["20", "45", "90"])
+def test_each_track_runs_ddp_zero_and_pipeline_live_and_ends_with_the_conclusion(deck, rendered, name):
+    track = deck.find_track(name)
+    played = set().union(*(scenarios_of(rendered[i]) for i in track.slides))
+    assert {"ddp", "zero", "pipeline"} <= played, f"track {name} runs {sorted(played)}"
+    assert track.slides[0] == "title"
+    assert deck.find(track.slides[-1]).section_slug.endswith("-conclusion"), track.slides[-1]
+    # Data parallelism is introduced once: basics-many-gpus and ddp-intro teach the same thing.
+    assert len({"basics-many-gpus", "ddp-intro"} & set(track.slides)) == 1
+
+
+def test_the_back_reference_finder_finds_what_the_deck_says():
+    assert back_references("<p>It is the ratio on the previous slide.</p>") == ["the previous slide"]
+    assert back_references("<aside class='notes'>As we saw, and the ZeRO section removes it</aside>") \
+        == ["As we saw", "the ZeRO section"]
+    assert back_references("<p>the previous stage waits; the rest of this section; this section</p>") == []
+    assert back_references("<dd>next step, then next slide</dd> as measured in the scaling book") == []
+    assert back_references("The next three slides run it. The bubble is the same as GPipe's; more later in the talk.") \
+        == ["The next three slides", "the same as GPipe's", "later in the talk"]
+
+
+def test_every_slide_that_refers_elsewhere_names_the_slides(deck, rendered):
+    """The deck's own text: a slide that points at another slide declares which (section.toml `refers`)."""
+    unnamed = {s.id: back_references(rendered[s.id]) for s in deck.slides
+               if back_references(rendered[s.id]) and not s.refers}
+    assert unnamed == {}, f"slides that refer elsewhere without `refers` in their manifest: {unnamed}"
+
+
+@pytest.mark.parametrize("name", ["20", "45", "90"])
+def test_no_slide_in_a_track_refers_to_a_slide_outside_it(deck, name):
+    track = deck.find_track(name)
+    outside = {i: [r for r in deck.find(i).refers if r not in track.slides] for i in track.slides}
+    assert {i: r for i, r in outside.items() if r} == {}, f"track {name} refers to slides it does not show"
+
+
+def test_a_track_deck_keeps_only_its_slides_and_sections(deck):
+    twenty = deck.for_track("20")
+    assert [s.id for s in twenty.slides] == deck.find_track("20").slides
+    assert all(section.slides for section in twenty.sections)
+    assert len(twenty.sections) < len(deck.sections) and twenty.track.name == "20"
+    contents = render_slides(deck.for_track("45"), jinja_env(SLIDES))[1]
+    shown = re.findall(r'href="#/([a-z0-9-]+)/0"', contents)
+    assert shown and set(shown) <= set(deck.find_track("45").slides)
+    with pytest.raises(KeyError):
+        deck.for_track("30")
+
+
+def test_budget_arithmetic():
+    notes = " ".join(["word"] * 280)  # two minutes at 140 words per minute
+    static = pacing.slide_budget(3, f'<section><aside class="notes">{notes}</aside></section>')
+    assert static == pacing.Budget(words=280, steps=3, questions=0, seconds=120 + 2 * pacing.SECONDS_PER_STEP)
+    live = pacing.slide_budget(1, f'<div class="live-sim"></div><div class="predict"></div>'
+                                  f'<aside class="notes">{notes}</aside>')
+    assert live.seconds == 120 + (pacing.LIVE_RUN_STEPS - 1) * pacing.SECONDS_PER_STEP + pacing.PREDICTION_PAUSE_S
+
+
+# ---- the manifest's checks ----
+
+def write_deck(root: Path, tracks: str, refers: str = "") -> None:
+    section = root / "sections" / "00-a"
+    section.mkdir(parents=True)
+    (section / "section.toml").write_text(
+        f'title = "A"\n[[slides]]\nid = "one"\ntitle = "One"\n{refers}\n[[slides]]\nid = "two"\ntitle = "Two"\n')
+    for name in ("one", "two"):
+        (section / f"{name}.html.j2").write_text("")
+    (root / "tracks.toml").write_text(tracks)
+
+
+def test_an_unknown_slide_in_a_track_is_refused(tmp_path):
+    write_deck(tmp_path, '[[tracks]]\nname = "20"\ntitle = "T"\nminutes = 20\nslides = ["one", "three"]\n')
+    with pytest.raises(ManifestError, match="track '20' names 'three': no such slide"):
+        load_deck(tmp_path)
+
+
+def test_a_track_out_of_deck_order_or_repeating_a_slide_is_refused(tmp_path):
+    write_deck(tmp_path, '[[tracks]]\nname = "20"\ntitle = "T"\nminutes = 20\nslides = ["two", "one"]\n')
+    with pytest.raises(ManifestError, match="in deck order"):
+        load_deck(tmp_path)
+
+
+def test_an_unknown_refers_is_refused(tmp_path):
+    write_deck(tmp_path, "", refers='refers = ["nowhere"]')
+    with pytest.raises(ManifestError, match="'one' refers to 'nowhere'"):
+        load_deck(tmp_path)
+
+
+def test_a_track_declared_twice_is_refused(tmp_path):
+    one = '[[tracks]]\nname = "20"\ntitle = "T"\nminutes = 20\nslides = ["one"]\n'
+    write_deck(tmp_path, one + one)
+    with pytest.raises(ManifestError, match="declared twice"):
+        load_deck(tmp_path)
+
+
+# ---- the track over HTTP: the server renders the track's slides ----
+
+@pytest.fixture(scope="module")
+def client():
+    from tests.api.test_deck import client_for
+
+    return client_for()
+
+
+def sections_in(html: str) -> list[str]:
+    return re.findall(r'<section id="([a-z0-9-]+)" data-slide-id=', html)
+
+
+@pytest.mark.parametrize("query", ["?track=20", "?track=20&embed=1", "?track=20&print-pdf", "?track=20&receiver"])
+def test_every_view_of_the_deck_shows_the_tracks_slides(client, deck, query):
+    from tests.api.test_deck import deck_config
+
+    response = client.get("/" + query)
+    assert response.status_code == 200
+    assert sections_in(response.text) == deck.find_track("20").slides
+    config = deck_config(response.text)
+    assert config["track"] == "20" and config["pacing"]["slotSeconds"] == 20 * 60
+    assert set(config["pacing"]["budgets"]) == set(deck.find_track("20").slides)
+    if "embed" in query:  # open-in-a-new-tab opens the same talk
+        assert 'id="embed-open" href="/?track=20"' in response.text
+
+
+def test_the_top_bar_and_the_title_slide_offer_every_track(client):
+    html = client.get("/?track=45").text
+    assert 'id="deck-position">Slide 1/28<' in html and ">45-min talk</button>" in html
+    menu = html.split('id="track-list"')[1].split("</ul>")[0]
+    assert re.findall(r'href="([^"]*)"', menu) == ["?track=20", "?track=45", "?track=90", "?"]
+    assert 'href="?track=45" aria-current="page"' in menu
+    title = html.split('<section id="title"')[1].split("</section>")[0]
+    assert re.findall(r'<a href="([^"]*)"', title) == ["?track=20", "?track=45", "?track=90", "?"]
+    embedded = client.get("/?track=45&embed=1").text.split('<section id="title"')[1].split("</section>")[0]
+    assert 'href="?track=20&amp;embed=1"' in embedded and 'href="?embed=1"' in embedded
+
+
+@pytest.mark.parametrize("bad", ["bogus", "", "20%3Cscript%3E", "2O"])
+def test_an_unknown_track_is_a_422_naming_track_and_the_allowed_values(client, bad):
+    response = client.get(f"/?track={bad}")
+    assert response.status_code == 422 and response.headers["content-type"].startswith("text/html")
+    assert "track: must be one of 20, 45, 90" in response.text and "<script>" not in response.text.split("<main")[1]
+    assert client.get(f"/slides/ddp-live?track={bad}").status_code == 422
+
+
+def test_a_slide_link_keeps_the_track_when_the_track_has_the_slide(client):
+    keeps = client.get("/slides/ddp-live?track=20", follow_redirects=False)
+    assert keeps.status_code == 307 and keeps.headers["location"] == "/?track=20#/ddp-live/0"
+    whole = client.get("/slides/ep-live?track=20", follow_redirects=False)
+    assert whole.headers["location"] == "/#/ep-live/0"
+
+
+def test_the_static_export_writes_a_page_per_track_and_sends_the_query_there(tmp_path):
+    from app import export
+    from app.settings import Settings
+
+    export.write_pages(Settings(start_pool_on_startup=False), tmp_path, [])
+    for folder in (tmp_path, tmp_path / "embed"):
+        for name, track in (("index.html", None), ("track-20.html", "20"), ("track-90.html", "90")):
+            html = (folder / name).read_text()
+            assert len(sections_in(html)) == (len(load_deck(SLIDES).find_track(track).slides) if track else
+                                              len(load_deck(SLIDES).slides)), f"{folder.name}/{name}"
+            head = html.split("</head>")[0]
+            assert '{"20": "track-20.html", "45": "track-45.html", "90": "track-90.html"}' in head
+            assert head.index("window.location.replace") < head.index("static-site.js")
