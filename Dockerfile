@@ -30,9 +30,10 @@ RUN apt-get update \
     && python3 -m venv /opt/venv
 # The CPU build of torch, by its full version (2.13.0+cpu) from PyTorch's CPU index: never the CUDA build
 # that the plain name gets from PyPI. `make image` passes another index only where this machine's pip has
-# the same wheel in a local folder.
+# the same wheel in a local folder. The GPU image (README) asks for PyPI's CUDA build instead.
+ARG TORCH=torch==2.13.0+cpu
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-RUN /opt/venv/bin/pip install --index-url "$TORCH_INDEX_URL" torch==2.13.0+cpu
+RUN /opt/venv/bin/pip install --index-url "$TORCH_INDEX_URL" "$TORCH"
 # The package's other dependencies, read from pyproject.toml (torch==2.13.0 is met by 2.13.0+cpu), and the
 # setuptools that installs the package later without a network.
 COPY pyproject.toml /tmp/pyproject.toml

@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 IMAGE=${IMAGE:-distdeck}
 BASE=debian:bookworm-slim
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+MOUNTED=/run/distdeck-build  # where the build sees this machine's pip/npm files
 TORCH_WHEEL=torch-2.13.0+cpu-cp311-*.whl  # the Dockerfile's torch, for Debian bookworm's Python 3.11
 
 say() { echo "image.sh: $*" >&2; }
@@ -60,7 +61,8 @@ ensure_base() {
 }
 
 # What the official debian:bookworm-slim does to a minbase tree: the updates and security suites, no docs,
-# man pages or translations (dpkg skips them in later installs too), no package lists or cached packages.
+# man pages or translations (dpkg skips them in later installs too), no package lists or cached packages
+# (nor later: apt cleans up after itself).
 slim_like_the_official_image() {
   local root=$1
   rm -f "$root/etc/apt/sources.list"
@@ -85,6 +87,14 @@ path-exclude /usr/share/info/*
 path-exclude /usr/share/locale/*
 path-include /usr/share/locale/locale.alias
 EOF
+  # apt deletes the packages it downloads and keeps no package cache, as in the official image.
+  cat >"$root/etc/apt/apt.conf.d/docker-clean" <<'EOF'
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+EOF
+  echo 'Acquire::Languages "none";' >"$root/etc/apt/apt.conf.d/docker-no-languages"
   find "$root/usr/share/doc" -mindepth 2 ! -name copyright ! -type d -delete
   rm -rf "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*
   find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
@@ -156,9 +166,12 @@ build() {
   if command -v npm >/dev/null && write_npmrc "$settings/npmrc"; then
     mounts+=(--volume "$settings/npmrc:/root/.npmrc:ro")
   fi
+  # The files and folders the settings name, mounted under $MOUNTED (not at their own paths: the build's
+  # own packages write some of them, e.g. ca-certificates its bundle), and the settings rewritten to match.
   for path in $(local_paths "$settings"/pip.conf "$settings"/npmrc 2>/dev/null); do
-    mounts+=(--volume "$path:$path:ro")
+    mounts+=(--volume "$path:$MOUNTED$path:ro")
   done
+  sed -i -E "s#(^|[ =])(file://)?/#\\1\\2$MOUNTED/#g" "$settings"/pip.conf "$settings"/npmrc 2>/dev/null || true
 
   if [ "$ENGINE" = podman ]; then
     # docker format: the OCI format has no HEALTHCHECK. Two passes: the stages that download, with this
