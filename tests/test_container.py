@@ -149,8 +149,9 @@ def test_sigterm_stops_the_container_within_10_s_with_its_rank_pool_shut_down(co
     container.engine("kill", "--signal", "TERM", container.name)
     exit_code = container.engine("wait", container.name, timeout=10).stdout.strip()
     print(f"SIGTERM -> exit: {time.monotonic() - signalled:.1f} s")
-    # 0: the server shut down on its own (tini forwarded the signal), not killed by the engine.
-    assert exit_code == "0", exit_code
+    # uvicorn shuts down, then raises the SIGTERM it caught again, so its status is SIGTERM's (143 through
+    # tini); the engine's own SIGKILL would be 137. Its log says the shutdown ran to the end.
+    assert exit_code in ("0", "143"), exit_code
     logs = container.engine("logs", container.name)
     logs = logs.stdout + logs.stderr
     assert "Application shutdown complete" in logs, logs[-2000:]  # the lifespan's end, which closes the pool
