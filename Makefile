@@ -9,7 +9,7 @@ VSTAMP  := $(VENDOR)/.installed
 HOST    ?= 127.0.0.1
 PORT    ?= 8000
 
-.PHONY: install run test test-fast bench export lint clean
+.PHONY: install run test test-fast bench export lint clean image
 
 install: $(STAMP) $(VSTAMP)
 
@@ -40,6 +40,10 @@ bench: install
 
 export: install
 	$(VENV)/bin/distdeck export export
+
+# The container image `distdeck`, with docker or podman; see scripts/image.sh.
+image:
+	scripts/image.sh
 
 clean:
 	rm -rf $(VENV) node_modules $(VENDOR) *.egg-info
