@@ -11,6 +11,8 @@ validated against (tests/unit/test_estimate_validation.py).
 Spec sheets (NVIDIA datasheets, as the scaling book's gpus.md "Summary of GPU specs" and ml-engineering's
 compute/accelerator/README.md tables give them):
 - A100 SXM 80 GB: bf16 dense 312 TFLOP/s, HBM2e 2.039 TB/s, 80 GB, NVLink 3 300 GB/s per direction, 108 SMs;
+- A100 SXM 40 GB: the same GA100 at the same clocks, HBM2 1.555 TB/s and 40 GB (NVIDIA A100 Tensor Core GPU
+  datasheet, "A100 40GB SXM" column: 1,555 GB/s; "A100 80GB SXM": 2,039 GB/s);
 - H100 SXM 80 GB: 989 TFLOP/s, HBM3 3.35 TB/s, 80 GB, NVLink 4 450 GB/s per direction, 132 SMs;
 - H200 SXM: as H100 with HBM3e 4.8 TB/s and 141 GB;
 - B200 SXM: 2250 TFLOP/s, HBM3e 8 TB/s, 180 GB usable (NVIDIA's platform figure), NVLink 5 900 GB/s, 148 SMs.
@@ -103,6 +105,11 @@ GPUS: dict[str, GPU] = {
                      sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
                      hbm_bytes=80 * GB, hbm_bandwidth=2039 * GB, nvlink_bandwidth=300 * GB, sms=108,
                      node_egress=8 * 200 / 8 * GB, short="A100"),
+    # the same chip and clocks as the 80 GB part: its matmul rates are taken to be the same (no MAMF run published)
+    "a100-40gb": GPU("a100-40gb", "A100 SXM 40 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
+                     sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
+                     hbm_bytes=40 * GB, hbm_bandwidth=1555 * GB, nvlink_bandwidth=300 * GB, sms=108,
+                     node_egress=8 * 200 / 8 * GB),
     "h100-80gb": GPU("h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
                      sustained_flops=H200_SUSTAINED,
                      hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,
