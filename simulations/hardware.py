@@ -31,8 +31,8 @@ Measured:
   2026-08-10; torch 2.13/2.14 with CUDA 13.0);
 - NCCL all-reduce bus bandwidth in an 8 × H100 node: about 370 GB/s of 450 (82 %) for large messages, and
   about 150 GB/s at 58 MB (scaling book gpus.md, "Empirical measurements", SHARP off);
-- FlashAttention: FA2 reaches 50-73 % of peak on A100 (forward; Dao 2023, arXiv:2307.08691), FA3 up to 75 %
-  on H100 (forward, bf16; Shah et al. 2024, arXiv:2407.08608); backward lower: we take 0.6;
+- FlashAttention, cuDNN's fused attention: by kernel, head size, mask, direction and length in
+  simulations/estimate/kernels.py, from the FlashAttention-2 and -3 papers;
 - NCCL's latency model, Simple protocol (NVIDIA/nccl 2.30, src/graph/tuning.cc at 5067397, 2026-06-11:
   baseLatencies, hwLatencies, and how ncclTopoTuneModel adds them up): 8.4 µs base for ring and tree, 8.0 for
   PAT; per ring step 3.4 µs on NVLink and 14 µs across the network; per tree level 4.0 µs (NVLink) and 14 µs
@@ -60,7 +60,6 @@ NETWORK_EFFICIENCY = NVLINK_BUS_EFFICIENCY  # assumption: same fraction of the N
 HBM_EFFICIENCY = 0.85  # assumption: streaming element-wise kernels
 H200_SUSTAINED_OVER_BURST = 698.6 / 823.9  # MSMF over MAMF, all 8 GPUs of the node busy (ml-engineering)
 H200_SUSTAINED = 698.6 * 10**12  # FLOP/s; H100 SXM assumed the same (see above)
-FLASH_ATTENTION_EFFICIENCY = 0.6  # FA2 50-73 % on A100, FA3 up to 75 % forward on H100 (backward lower)
 
 # Message size at which an NCCL collective gets half its large-message bandwidth, for a 450 GB/s link:
 # 58 MB runs at 150 of 370 GB/s on 8 × H100 (scaling book, gpus.md), so 58 MB · (370/150 − 1) ≈ 85 MB.

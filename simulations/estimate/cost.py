@@ -1,7 +1,8 @@
 """The cost model: one training step of a model, laid out on a cluster, in seconds and bytes.
 
 Compute: every matmul of a layer at the GPU's sustained matmul rate (at its power cap, as training
-runs), less the waves its tiles leave idle; attention fused (FlashAttention) at its measured fraction of peak, or unfused as two
+runs), less the waves its tiles leave idle; attention fused at the rate its kernel's own benchmarks publish for the GPU,
+head size, causal mask, direction and length (kernels.py), or unfused as two
 batched matmuls and a softmax on a roofline; norms, activations, dropouts and residual adds are
 memory-bound passes over HBM. Backward is twice the forward's matmuls (input and weight
 gradients); recomputation replays the forward (full) or the attention core (selective). Also memory-bound:
@@ -37,9 +38,9 @@ import math
 from dataclasses import dataclass, field, replace
 
 from simulations import formulas
-from simulations.estimate import collectives, schedule, timeline
+from simulations.estimate import collectives, kernels, schedule, timeline
 from simulations.estimate.collectives import Group, place
-from simulations.hardware import FLASH_ATTENTION_EFFICIENCY, HBM_EFFICIENCY, Cluster
+from simulations.hardware import HBM_EFFICIENCY, Cluster
 from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, kv_heads_per_tp_rank, validate
 from simulations.estimate.models import Model
 from simulations.scenarios.pipeline_schedules import Action, bubble_formula
@@ -210,10 +211,9 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         backward_w += matmul_time(k, n, rows, cluster)  # dW = Xᵀ · dY
     # attention core, this rank's heads and queries over the whole context
     heads = model.heads / t
-    if model.flash_attention:
-        flops = 4 * tokens * s * model.head_dim * heads * 0.5  # causal: the kernel skips masked blocks
-        attn_fwd = flops / (cluster.gpu.peak_flops * FLASH_ATTENTION_EFFICIENCY * cluster.gpu.sustained_over_burst)
-        attn_bwd = 2.5 * attn_fwd  # recomputes the scores, then dV, dP, dQ, dK: 5 matmuls to forward's 2
+    if model.flash_attention:  # the kernel's published rate for this GPU, head size, mask, direction, length
+        attn_fwd, attn_bwd = kernels.attention_time(cluster.gpu, layout.attention_kernel, tokens, s, model.head_dim,
+                                                    heads)
     else:
         scores = tokens * s * heads * BF16  # this rank's s×s scores, written once by Q·Kᵀ
         qk = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.sustained_flops,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from simulations.hardware import Cluster
+from simulations.estimate.kernels import ATTENTION_KERNELS, AttentionKernel
 from simulations.estimate.models import Model
 
 Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
@@ -63,6 +64,10 @@ class Layout:
     # --gradient-accumulation-fusion, 2022). False: a backward hook adds each micro-batch's gradient to the
     # accumulator afterwards (param.main_grad.add_(param.grad), Megatron-LM's DDP), a memory-bound pass.
     grad_accumulation_fusion: bool = True
+    # The fused attention kernel (kernels.py): auto (FlashAttention-2 on A100, cuDNN on Hopper and Blackwell),
+    # fa2, fa3 (Hopper), cudnn, or triton_fa1 (the 2022 Triton FlashAttention LLM Foundry ran in 2023).
+    # Ignored for a model without fused attention (Model.flash_attention False).
+    attention_kernel: AttentionKernel = "auto"
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)
@@ -88,6 +93,9 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         raise LayoutError("pp", f"must be at most the layers ({model.layers}), got {p}")
     if model.seq_len % (2 * c) and c > 1:
         raise LayoutError("cp", f"2·cp must divide the sequence length ({model.seq_len}), got cp = {c}")
+    if layout.attention_kernel not in ATTENTION_KERNELS:
+        raise LayoutError("attention_kernel", f"must be one of {', '.join(ATTENTION_KERNELS)}, "
+                                              f"got {layout.attention_kernel!r}")
     if layout.cp_comm not in CP_COMMS:
         raise LayoutError("cp_comm", f"must be one of {', '.join(CP_COMMS)}, got {layout.cp_comm!r}")
     if layout.cp_comm == "all_to_all" and c > 1:

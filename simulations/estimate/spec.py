@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simulations.hardware import GPUS, Cluster, cluster
+from simulations.estimate.kernels import ATTENTION_KERNELS
 from simulations.estimate.layout import Layout, LayoutError, parse_auto, validate
 from simulations.estimate.models import MODELS, Model
 
@@ -22,11 +23,11 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
           flash_attention: bool | None = None, gated_mlp: bool | None = None, dropout: bool | None = None,
           overlap_grad_reduce: bool = True, overlap_param_gather: bool = True, overlap_tp_comm: bool = True,
           overlap_p2p_comm: bool = True, grad_accumulation_fusion: bool = True, grad_reduce_dtype: str = "bf16",
-          check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
+          attention_kernel: str = "auto", check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
     """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
     every shape field; raises LayoutError naming the field at fault. `check_layout=False` (the layout
     search, which tries its own TP, PP, CP) checks the model, the cluster and the batch only. The overlap and
-    fusion switches and `grad_reduce_dtype` describe the training software (Layout's fields say what each
+    fusion switches, `grad_reduce_dtype` and `attention_kernel` describe the training software (Layout's fields say what each
     does); the defaults are today's Megatron-core."""
     shape = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
                  seq_len=seq_len)
@@ -76,9 +77,12 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
                     overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
                     overlap_tp_comm=overlap_tp_comm, overlap_p2p_comm=overlap_p2p_comm,
                     grad_accumulation_fusion=grad_accumulation_fusion,
-                    grad_reduce_bytes=4 if grad_reduce_dtype == "fp32" else 2)
+                    grad_reduce_bytes=4 if grad_reduce_dtype == "fp32" else 2,
+                    attention_kernel=attention_kernel)  # type: ignore[arg-type]
     if layout.virtual_stages is None and schedule != "interleaved_1f1b":
         layout = replace(layout, virtual_stages=1)
+    if attention_kernel not in ATTENTION_KERNELS:
+        raise LayoutError("attention_kernel", f"must be one of {', '.join(ATTENTION_KERNELS)}, got {attention_kernel!r}")
     if not check_layout:
         if global_batch < 1:
             raise LayoutError("global_batch", f"must be ≥ 1, got {global_batch}")

@@ -20,7 +20,8 @@ Software settings from the recipe's YAML and launch scripts in the same commit:
 - nemo_megatron/README_175b.md, gpt3_175b_hydra.yaml, launch.sh (NeMo 24.11): GPT-3 175B, TP 4, PP 8,
   VP 12, micro-batch 1, global batch 2 × GPUs (16 per node), sequence 2,048, GPT-2 BPE (50,257, padded to
   a multiple of 128 × TP: 50,688), dropout 0.1, no recomputation, sequence parallelism, TP overlap
-  (userbuffers), overlapped P2P, distributed optimizer, flash attention (NVTE_FUSED_ATTN=0).
+  (userbuffers), overlapped P2P, distributed optimizer, flash attention (NVTE_FUSED_ATTN=0: TransformerEngine's
+  FlashAttention-2 backend, entered as attention_kernel="fa2").
 - nemotron/README_15b.md, nemotron4-15b-synth.yaml, configure.sh (NeMo 24.11): Nemotron-4 15B (32 layers,
   hidden 6,144, 48 heads, 8 query groups, FFN 24,576 squared-ReLU, vocabulary 256,000), TP 4, PP 1,
   micro-batch 4, global batch 4 × GPUs, sequence 4,096, no recomputation, SP, TP overlap.
@@ -98,7 +99,7 @@ def nemo_layout(name: str, gpus: int) -> tuple[Model, Layout]:
                                   recompute="none", sequence_parallel=False, overlap_tp_comm=False)
     if name == "gpt3-175b":
         return GPT3_175B, Layout(tp=4, pp=8, zero_stage=1, schedule="interleaved_1f1b", virtual_stages=12,
-                                 micro_batch=1, global_batch=2 * gpus, recompute="none")
+                                 micro_batch=1, global_batch=2 * gpus, recompute="none", attention_kernel="fa2")
     if name == "nemotron4-15b":
         return NEMOTRON4_15B, Layout(tp=4, pp=1, zero_stage=1, micro_batch=4, global_batch=4 * gpus,
                                      recompute="none")
