@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app import estimate_math
 from simulations import estimate as est
+from simulations.estimate.kernels import AttentionKernel
 from simulations.estimate.layout import CPComm, Recompute, Schedule
 from simulations.estimate.timeline import span_count
 
@@ -76,6 +77,10 @@ class EstimateParams(BaseModel):
                                                       "Megatron-LM before 2023)")
     grad_accumulation_fusion: bool = Field(True, description="Weight gradients accumulate inside the GEMM")
     grad_reduce_dtype: Literal["bf16", "fp32"] = Field("bf16", description="Gradients on the wire")
+    attention_kernel: AttentionKernel = Field("auto", description="Fused attention kernel: auto (FlashAttention-2 on "
+                                          "A100, cuDNN on H100/H200/B200), fa2, fa3, cudnn or triton_fa1")
+    network_gbps: float | None = Field(None, gt=0, le=1e6, description="Network bandwidth leaving one node, all its "
+                                       "NICs together, Gb/s; default: the GPU's DGX node")
 
 
 class EstimateQuery(EstimateParams):
@@ -111,6 +116,8 @@ class EstimateResult(BaseModel):
     zero_shards: int | None
     schedule: str
     recompute: str
+    attention_kernel: str = Field(description="The attention kernel timed (auto resolved), or unfused")
+    network_gbps: float = Field(description="Network bandwidth leaving one node, Gb/s")
     global_batch: int
     micro_batch: int = Field(description="Sequences per micro-batch (chosen when auto)")
     virtual_stages: int = Field(description="Stages per pipeline rank (chosen when auto)")

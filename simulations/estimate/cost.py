@@ -99,6 +99,9 @@ class Estimate:
             "zero_shards": self.layout.zero_shards,
             "schedule": self.layout.schedule,
             "recompute": self.layout.recompute,
+            "attention_kernel": (kernels.default_kernel(self.cluster.gpu) if self.layout.attention_kernel == "auto"
+                                 else self.layout.attention_kernel) if self.model.flash_attention else "unfused",
+            "network_gbps": self.cluster.node_egress * 8 / 1e9,
             "global_batch": self.layout.global_batch,
             "micro_batch": self.layout.micro_batch,
             "virtual_stages": self.layout.virtual_stages,

@@ -23,7 +23,7 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
           flash_attention: bool | None = None, gated_mlp: bool | None = None, dropout: bool | None = None,
           overlap_grad_reduce: bool = True, overlap_param_gather: bool = True, overlap_tp_comm: bool = True,
           overlap_p2p_comm: bool = True, grad_accumulation_fusion: bool = True, grad_reduce_dtype: str = "bf16",
-          attention_kernel: str = "auto", check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
+          attention_kernel: str = "auto", network_gbps: float | None = None, check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
     """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
     every shape field; raises LayoutError naming the field at fault. `check_layout=False` (the layout
     search, which tries its own TP, PP, CP) checks the model, the cluster and the batch only. The overlap and
@@ -68,7 +68,10 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
         raise LayoutError("gpus_per_node", f"must be 1..72, got {gpus_per_node}")
     if gpus % gpus_per_node and gpus > gpus_per_node:
         raise LayoutError("gpus", f"must fill whole nodes: a multiple of gpus_per_node ({gpus_per_node}), got {gpus}")
-    hw = cluster(gpu, gpus, gpus_per_node)
+    if network_gbps is not None and not 0 < network_gbps <= 1e6:
+        raise LayoutError("network_gbps", f"must be > 0 and at most 1,000,000 Gb/s per node, got {network_gbps}")
+    # the node's network bandwidth, all its NICs together (Gb/s); default: the GPU's catalog node (hardware.py)
+    hw = cluster(gpu, gpus, gpus_per_node, node_egress=None if network_gbps is None else network_gbps * 1e9 / 8)
     layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, zero_stage=zero_stage, cp_comm=cp_comm,  # type: ignore[arg-type]
                     zero_shards=zero_shards, schedule=schedule,  # type: ignore[arg-type]
                     virtual_stages=parse_auto("virtual_stages", virtual_stages),

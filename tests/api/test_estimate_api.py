@@ -328,3 +328,18 @@ def test_a_published_run_can_be_described_through_the_api_alone(client):
     assert fp32["comm_bytes_per_gpu"]["dp"] == pytest.approx(2 * r.json()["comm_bytes_per_gpu"]["dp"])
     bad = client.get("/api/estimate", params={**query, "grad_reduce_dtype": "fp16"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "grad_reduce_dtype"]
+
+
+def test_attention_kernel_and_network_bandwidth_can_be_set(client):
+    base = {"model": "llama3-8b", "gpus": 64, "tp": 1, "global_batch": 64, "micro_batch": 1, "seq_len": 16384}
+    fa3 = client.get("/api/estimate", params={**base, "attention_kernel": "fa3"}).json()
+    fa2 = client.get("/api/estimate", params={**base, "attention_kernel": "fa2"}).json()
+    assert fa3["attention_kernel"] == "fa3" and fa3["step_time_s"] < fa2["step_time_s"]
+    a100 = client.get("/api/estimate", params={**base, "gpu": "a100-40gb"}).json()
+    assert a100["attention_kernel"] == "fa2" and a100["gpu_memory_bytes"] == 40e9
+    slow = client.get("/api/estimate", params={**base, "network_gbps": 100}).json()
+    auto = client.get("/api/estimate", params=base).json()
+    assert slow["network_gbps"] == 100 and slow["step_time_s"] > auto["step_time_s"]
+    for query, field in (({"attention_kernel": "fa9"}, "attention_kernel"), ({"network_gbps": 0}, "network_gbps")):
+        bad = client.get("/api/estimate", params={**base, **query})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", field], bad.text
