@@ -53,7 +53,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GB = 10**9
+MiB = 2**20
 TFLOP = 10**12
+
+# What a training process can allocate. The datasheets' capacities are binary: nvidia-smi's memory.total reads
+# 40960 MiB on A100-SXM4-40GB, 81920 MiB on A100-SXM4-80GB and 81559 MiB on "NVIDIA H100 80GB HBM3" (as public
+# nvidia-smi logs print them), 43.0, 85.9 and 85.5 GB. For H200 and B200 the datasheet's decimal figure is kept
+# (no reading at hand). Of that, the CUDA context, cuBLAS workspaces and NCCL's buffers take some (assumption:
+# 1 GiB), and PyTorch's caching allocator reserves more than the live tensors: fragmentation, a stated fraction
+# (assumption: 5 % of what is live), not measured here.
+CUDA_RESERVED_BYTES = 1024 * MiB
+ALLOCATOR_FRAGMENTATION = 0.05
 
 NVLINK_BUS_EFFICIENCY = 370 / 450  # 8 × H100 all-reduce bus bandwidth, large messages (scaling book, gpus.md)
 NETWORK_EFFICIENCY = NVLINK_BUS_EFFICIENCY  # assumption: same fraction of the NICs' line rate
@@ -88,6 +98,12 @@ class GPU:
     node_egress: float  # bytes/s leaving a node of 8 of these over the network (sum of its NICs)
     gpus_per_node: int = 8
     short: str = ""  # what slides call it ("H100"); empty: not named that way
+    memory_total: float = 0.0  # bytes nvidia-smi reports (memory.total); 0: the datasheet's hbm_bytes
+
+    @property
+    def usable_bytes(self) -> float:
+        """Bytes a training process can allocate: the device's total less what CUDA and NCCL keep."""
+        return (self.memory_total or self.hbm_bytes) - CUDA_RESERVED_BYTES
 
     @property
     def sustained_over_burst(self) -> float:
@@ -103,16 +119,16 @@ GPUS: dict[str, GPU] = {
     "a100-80gb": GPU("a100-80gb", "A100 SXM 80 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
                      sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
                      hbm_bytes=80 * GB, hbm_bandwidth=2039 * GB, nvlink_bandwidth=300 * GB, sms=108,
-                     node_egress=8 * 200 / 8 * GB, short="A100"),
+                     node_egress=8 * 200 / 8 * GB, short="A100", memory_total=81920 * MiB),
     # the same chip and clocks as the 80 GB part: its matmul rates are taken to be the same (no MAMF run published)
     "a100-40gb": GPU("a100-40gb", "A100 SXM 40 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
                      sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
                      hbm_bytes=40 * GB, hbm_bandwidth=1555 * GB, nvlink_bandwidth=300 * GB, sms=108,
-                     node_egress=8 * 200 / 8 * GB),
+                     node_egress=8 * 200 / 8 * GB, memory_total=40960 * MiB),
     "h100-80gb": GPU("h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
                      sustained_flops=H200_SUSTAINED,
                      hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,
-                     node_egress=8 * 400 / 8 * GB, short="H100"),
+                     node_egress=8 * 400 / 8 * GB, short="H100", memory_total=81559 * MiB),
     "h200": GPU("h200", "H200 SXM 141 GB", peak_flops=989 * TFLOP, matmul_flops=841.9 * TFLOP,
                 sustained_flops=H200_SUSTAINED,
                 hbm_bytes=141 * GB, hbm_bandwidth=4800 * GB, nvlink_bandwidth=450 * GB, sms=132,

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from simulations import formulas
 from simulations.estimate import collectives, kernels, schedule, timeline
 from simulations.estimate.collectives import Group, place
-from simulations.hardware import HBM_EFFICIENCY, Cluster
+from simulations.hardware import ALLOCATOR_FRAGMENTATION, HBM_EFFICIENCY, Cluster
 from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, kv_heads_per_tp_rank, validate
 from simulations.estimate.models import Model
 from simulations.scenarios.pipeline_schedules import Action, bubble_formula
@@ -77,7 +77,8 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        return self.memory_per_gpu_bytes["total"] <= self.cluster.gpu.hbm_bytes
+        """What the step holds, with the caching allocator's fragmentation, within what a process can allocate."""
+        return self.memory_per_gpu_bytes["total"] * (1 + ALLOCATOR_FRAGMENTATION) <= self.cluster.gpu.usable_bytes
 
     @property
     def model_tflops_per_gpu(self) -> float:
@@ -119,6 +120,7 @@ class Estimate:
             "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "gpu_memory_bytes": self.cluster.gpu.hbm_bytes,
+            "usable_memory_bytes": self.cluster.gpu.usable_bytes / (1 + ALLOCATOR_FRAGMENTATION),
             "fits": self.fits,
         }
 
@@ -403,6 +405,20 @@ def sharded_traffic(psi: float, zero_stage: int, shards: int, replicas: int = 1,
     return out
 
 
+def layer_activation_bytes_per_token(model: Model) -> float:
+    """Bytes one layer keeps for backward per token, bf16, the attention scores aside (fused, or recomputed), in
+    Korthikanti et al.'s decomposition (sec. 4.1): the two norms' inputs, the Q/K/V projection's input, Q, K, V
+    (K and V of the key/value heads only), the attention output, the MLP's input, 2 bytes an element; the MLP's
+    activations (GeLU: its input and output, 2·f each; SwiGLU: gate, up and their product, 3·f; the routed
+    experts' top_k copies); a 1-byte dropout mask after attention and after the MLP. A GPT-3 layer (MHA,
+    GeLU of 4h, dropout) comes to their 34·h."""
+    h, kv = model.hidden, model.kv_heads * model.head_dim
+    f = model.ffn_hidden * (model.top_k if model.experts else 1)
+    mlp = (6 if model.gated_mlp else 4) * f
+    masks = 2 * h if model.dropout else 0
+    return 2 * (6 * h + 2 * kv) + mlp + masks
+
+
 def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
     """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations."""
     dp = layout.dp(cluster.gpus)
@@ -412,8 +428,8 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
         recompute = "selective"  # FlashAttention never stores the s×s scores (REFERENCE.md)
     per_layer = formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads, t,
                                                     recompute, layout.sequence_parallel)
-    if model.gated_mlp:  # Korthikanti's 34 counts a 4h GeLU MLP; SwiGLU keeps two f-wide inputs and an output
-        per_layer *= (34 + 6 * (model.ffn_hidden / model.hidden - 4)) / 34 if recompute != "full" else 1
+    if recompute != "full":  # Korthikanti's 34·h bytes a token are a GPT-3 layer's; this model's own, tensor by tensor
+        per_layer += micro_batch * model.seq_len / c * (layer_activation_bytes_per_token(model) - 34 * model.hidden) / t
     if c > 1 and layout.cp_comm == "all_gather" and recompute != "full":  # the other ranks' K, V kept for backward
         kv_heads = kv_heads_per_tp_rank(model, t)
         per_layer += (c - 1) * 2 * micro_batch * model.seq_len / c * kv_heads * model.head_dim * BF16
