@@ -405,6 +405,17 @@ def sharded_traffic(psi: float, zero_stage: int, shards: int, replicas: int = 1,
     return out
 
 
+def chunk_layers(layers: int, p: int, v: int) -> list[int]:
+    """Layers of each of the p·v model chunks, in stage order. Up to one layer a chunk: ceil(L/(p·v)) each, the
+    busiest split, which sets the pace. Beyond (p·v = L + 1 or L + 2), Llama 3's placement (Dubey et al. 2024,
+    sec. 3.3.2, "Pipeline parallelism"): one layer a chunk, the first chunk holding only the embedding and, with
+    L + 2 chunks, the last only the output layer and the loss."""
+    chunks = p * v
+    if chunks <= layers:
+        return [math.ceil(layers / chunks)] * chunks
+    return [0] + [1] * layers + [0] * (chunks - layers - 1)
+
+
 def layer_activation_bytes_per_token(model: Model) -> float:
     """Bytes one layer keeps for backward per token, bf16, the attention scores aside (fused, or recomputed), in
     Korthikanti et al.'s decomposition (sec. 4.1): the two norms' inputs, the Q/K/V projection's input, Q, K, V
@@ -433,7 +444,7 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
     if c > 1 and layout.cp_comm == "all_gather" and recompute != "full":  # the other ranks' K, V kept for backward
         kv_heads = kv_heads_per_tp_rank(model, t)
         per_layer += (c - 1) * 2 * micro_batch * model.seq_len / c * kv_heads * model.head_dim * BF16
-    layers = math.ceil(model.layers / p)
+    chunks = chunk_layers(model.layers, p, v)
     if layout.schedule == "gpipe":
         in_flight = m
     else:
@@ -444,6 +455,7 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
         for params, ranks in zip(stage_param_split(model, layout, stage), shard_ranks(layout, dp * c)):
             for role, nbytes in formulas.model_state_bytes(params, "bf16", layout.zero_stage, ranks).items():
                 states[role] = states.get(role, 0.0) + nbytes
+        layers = sum(chunks[stage::p])  # the stage's chunks (Llama 3's placement: the first holds no layer)
         acts = per_layer * layers * in_flight if stage == 0 else per_layer * layers * min(in_flight, max(1, v))
         if recompute == "full":  # the layer being replayed holds its whole activations for a moment
             acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
@@ -495,6 +507,9 @@ def choose(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = Fa
     elif layout.schedule == "interleaved_1f1b" and layout.pp > 1:
         per_stage = model.layers // layout.pp
         vs = [v for v in range(1, per_stage + 1) if per_stage % v == 0]
+        vs += [v for v in {(model.layers + 1) / layout.pp, (model.layers + 2) / layout.pp}  # one layer a chunk
+               if v == int(v) and v > per_stage]
+        vs = [int(v) for v in vs]
     else:
         vs = [1]
     candidates = trials(model, cluster, layout, sizes, vs)
@@ -568,8 +583,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         else:
             embed_f = head_b = collectives.all_reduce(whole, g["tp"], cluster)
     stages = p * v
-    dur = {"F": [f_layer * layers_per_chunk] * stages, "B": [bi_layer * layers_per_chunk] * stages,
-           "W": [bw_layer * layers_per_chunk] * stages}
+    chunks = chunk_layers(model.layers, p, v)
+    dur = {"F": [f_layer * n for n in chunks], "B": [bi_layer * n for n in chunks], "W": [bw_layer * n for n in chunks]}
     dur["F"][-1] += logits_f
     dur["B"][-1] += logits_b / 2
     dur["W"][-1] += logits_b / 2

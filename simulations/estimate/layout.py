@@ -126,9 +126,10 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
             raise LayoutError("virtual_stages", f"must be ≥ 1, got {v}")
         if v > 1 and layout.schedule != "interleaved_1f1b":
             raise LayoutError("virtual_stages", f"more than 1 needs schedule interleaved_1f1b, got {layout.schedule}")
-        if p * v > model.layers:
-            raise LayoutError("virtual_stages", f"pp·virtual_stages must be at most the layers ({model.layers}), "
-                                                f"got {p}·{v}")
+        if p * v > model.layers + 2:  # one layer a chunk, and the embedding and the output in chunks of their own
+            raise LayoutError("virtual_stages", f"pp·virtual_stages must be at most the layers + 2 "
+                                                f"({model.layers + 2}: one layer a chunk, the embedding and the output "
+                                                f"in chunks of their own), got {p}·{v}")
 
 
 def check_zero_shards(layout: Layout, dpc: int) -> None:

@@ -294,10 +294,9 @@ def test_llama3_published_virtual_stages_fit():
     """V is not in Table 4, but the text fixes it: the first model chunk on the first stage holds only the
     embedding and the last chunk only the output layer and loss, after one layer was taken from each end,
     so every chunk is one layer: 126 layers + 2 = 16 ranks × 8 chunks, V = 8; and the paper trains 8K
-    sequences without activation checkpointing. So the published layout, V = 8, ran in 80 GB. Today the
-    estimator cannot place it (pp·v must be at most the layers, so 16 × 8 > 126 is refused), and by its memory
-    model no V > 1 fits at micro-batch 1 without recomputation (V = 2 and 4, which do put 8 layers on every
-    rank, come to 107 and 93 GB), so `auto` falls back to V = 1, plain 1F1B."""
+    sequences without activation checkpointing. So the published layout, V = 8, ran in 80 GB. The estimator
+    places it (cost.chunk_layers: pp·v up to the layers + 2, the first chunk the embedding's, the last the
+    output's); by its memory model it comes within a GB of what 80 GB allows (the xfail prints it)."""
     try:
         rows = llama3_rows(8)
     except LayoutError as error:
