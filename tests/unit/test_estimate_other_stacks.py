@@ -300,10 +300,19 @@ def summary(table: str) -> tuple[int, float, float]:
     return len(errors), statistics.median(errors), max(errors)
 
 
+# Median and worst |error| measured at the commit that entered the kernels' rates (see the report with -s); before
+# it (one attention rate, 0.6 of peak): 17.1 / 58.4 %, 20.2 / 61.5 %, 50.5 / 149.1 %, 35.6 / 70.9 %.
+MEASURED = {"a100-80gb": (0.082, 0.283), "a100-40gb": (0.052, 0.429), "h100": (0.119, 0.427),
+            "h100-large": (0.150, 0.318)}
+
+
 @pytest.mark.parametrize("table", list(TABLES))
 def test_llm_foundry_fsdp_throughput(table):
+    """No worse than measured (a point of median, two of worst, for rounding); the issue's target (median 10 %,
+    every row 25 %) is reported as an xfail where it is not met."""
     rows = foundry_rows(table)
     errors = _report(f"LLM Foundry FSDP, {table} (tokens/s per GPU)", rows, "tok/s")
     median, worst = statistics.median(errors), max(errors)
+    assert median <= MEASURED[table][0] + 0.01 and worst <= MEASURED[table][1] + 0.02, (median, worst)
     if not (median <= 0.10 and worst <= 0.25):
         pytest.xfail(f"{table}: median {median:.1%}, worst {worst:.1%} (target 10 % / 25 %)")
