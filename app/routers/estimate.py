@@ -101,6 +101,15 @@ class Span(BaseModel):
     end: float
 
 
+class Validation(BaseModel):
+    runs: int = Field(description="Published runs of this kind the estimator was compared with")
+    scope: str
+    median_error: float = Field(description="Median |predicted / published − 1|")
+    worst_error: float
+    optimistic_share: float = Field(description="Share of those runs the estimate was too fast for")
+    tables: list[str]
+
+
 class EstimateResult(BaseModel):
     model: str
     gpu: str
@@ -135,7 +144,11 @@ class EstimateResult(BaseModel):
     optimizer_s: float
     memory_per_gpu_bytes: dict[str, float] = Field(description="Bytes per GPU by role, and total")
     gpu_memory_bytes: float
+    usable_memory_bytes: float = Field(description="What the step may hold: the device's total less CUDA's reserve, "
+                                                   "over 1 + the allocator's fragmentation")
     fits: bool
+    validation: Validation = Field(description="How far to trust it: the estimator's error on published runs of this "
+                                               "kind (same GPU, FSDP- or Megatron-style), from its validation tables")
     timeline: list[Span] | None = None
 
 

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from simulations import formulas
-from simulations.estimate import collectives, kernels, schedule, timeline
+from simulations.estimate import collectives, kernels, schedule, timeline, trust
 from simulations.estimate.collectives import Group, place
 from simulations.hardware import ALLOCATOR_FRAGMENTATION, HBM_EFFICIENCY, Cluster
 from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, kv_heads_per_tp_rank, validate
@@ -122,6 +122,8 @@ class Estimate:
             "gpu_memory_bytes": self.cluster.gpu.hbm_bytes,
             "usable_memory_bytes": self.cluster.gpu.usable_bytes / (1 + ALLOCATOR_FRAGMENTATION),
             "fits": self.fits,
+            # the estimator's error on published runs of this kind (trust.py; the validation tests' own tables)
+            "validation": trust.trust(self.cluster.gpu.name, self.layout.tp, self.layout.pp, self.layout.zero_stage),
         }
 
 

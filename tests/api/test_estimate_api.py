@@ -15,12 +15,14 @@ def client() -> TestClient:
 
 
 def test_estimate_returns_the_model_and_the_chosen_layout(client):
-    r = client.get("/api/estimate", params={"model": "llama3-405b", "gpus": 16384, "tp": 8, "pp": 16,
+    # Llama 3's own layout: gradients and optimizer states sharded (ZeRO-2, the paper's FSDP), V chosen by auto
+    r = client.get("/api/estimate", params={"model": "llama3-405b", "gpus": 16384, "tp": 8, "pp": 16, "zero_stage": 2,
                                             "schedule": "interleaved_1f1b", "global_batch": 2048})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["dp"] == 128 and body["micro_batches"] * body["micro_batch"] * body["dp"] == 2048
-    assert body["fits"] is True and body["memory_per_gpu_bytes"]["total"] <= body["gpu_memory_bytes"]
+    assert body["fits"] is True and body["memory_per_gpu_bytes"]["total"] <= body["usable_memory_bytes"]
+    assert body["validation"]["runs"] > 0 and "megatron-style runs on H100" in body["validation"]["scope"]
     assert body["tokens_per_s"] == pytest.approx(2048 * 8192 / body["step_time_s"])
 
 
