@@ -16,6 +16,7 @@ compute/accelerator/README.md tables give them):
 - H100 SXM 80 GB: 989 TFLOP/s, HBM3 3.35 TB/s, 80 GB, NVLink 4 450 GB/s per direction, 132 SMs;
 - H200 SXM: as H100 with HBM3e 4.8 TB/s and 141 GB;
 - B200 SXM: 2250 TFLOP/s, HBM3e 8 TB/s, 180 GB usable (NVIDIA's platform figure), NVLink 5 900 GB/s, 148 SMs.
+FP8 dense (datasheets, half the sparse figure): H100 / H200 SXM 1,979 TFLOP/s, B200 4,500; A100 has none.
 Nodes: DGX A100 has 8 × 200 Gb/s HDR NICs (200 GB/s of node egress; Korthikanti et al. 2022 sec. 6, Selene);
 DGX H100 / H200 / B200 8 × 400 Gb/s NDR (400 GB/s; scaling book gpus.md, node egress table).
 Measured:
@@ -43,6 +44,7 @@ Assumptions (no published microbenchmark read for them; stated so that they can 
 - H100 SXM sustains what H200 does (same GH100 compute and 700 W cap; the MAMF table says "H200 is the same");
 - A100 SXM sustains the same fraction of its MAMF as H200 does of its own (698.6 / 823.9): 271.2 × 0.848 = 230;
 - FlashAttention's figures are bursts too: they are scaled by the same sustained / burst ratio;
+- FP8 matmuls sustain the same fraction of the FP8 peak as bf16 ones of the bf16 peak (no FP8 MSMF published);
 - achievable HBM bandwidth for streaming element-wise kernels: 0.85 of the spec sheet (`HBM_EFFICIENCY`);
 - the network reaches the same fraction of its line rate as NVLink does in the measurement above (0.82);
 - the NVLink fraction measured on H100 holds for A100 and B200 too.
@@ -99,6 +101,7 @@ class GPU:
     gpus_per_node: int = 8
     short: str = ""  # what slides call it ("H100"); empty: not named that way
     memory_total: float = 0.0  # bytes nvidia-smi reports (memory.total); 0: the datasheet's hbm_bytes
+    fp8_flops: float = 0.0  # dense FP8 peak, FLOP/s; 0: no FP8 tensor cores
 
     @property
     def usable_bytes(self) -> float:
@@ -128,15 +131,16 @@ GPUS: dict[str, GPU] = {
     "h100-80gb": GPU("h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
                      sustained_flops=H200_SUSTAINED,
                      hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,
-                     node_egress=8 * 400 / 8 * GB, short="H100", memory_total=81559 * MiB),
+                     node_egress=8 * 400 / 8 * GB, short="H100", memory_total=81559 * MiB,
+                     fp8_flops=1979 * TFLOP),
     "h200": GPU("h200", "H200 SXM 141 GB", peak_flops=989 * TFLOP, matmul_flops=841.9 * TFLOP,
                 sustained_flops=H200_SUSTAINED,
                 hbm_bytes=141 * GB, hbm_bandwidth=4800 * GB, nvlink_bandwidth=450 * GB, sms=132,
-                node_egress=8 * 400 / 8 * GB, short="H200"),
+                node_egress=8 * 400 / 8 * GB, short="H200", fp8_flops=1979 * TFLOP),
     "b200": GPU("b200", "B200 SXM 180 GB", peak_flops=2250 * TFLOP, matmul_flops=1770.9 * TFLOP,
                 sustained_flops=1426.4 * TFLOP,
                 hbm_bytes=180 * GB, hbm_bandwidth=8000 * GB, nvlink_bandwidth=900 * GB, sms=148,
-                node_egress=8 * 400 / 8 * GB, short="B200"),
+                node_egress=8 * 400 / 8 * GB, short="B200", fp8_flops=4500 * TFLOP),
 }
 
 class UnknownGPU(KeyError):

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app import estimate_math
 from simulations import estimate as est
 from simulations.estimate.kernels import AttentionKernel
-from simulations.estimate.layout import CPComm, Recompute, Schedule
+from simulations.estimate.layout import CPComm, Precision, Recompute, Schedule
 from simulations.estimate.timeline import span_count
 
 router = APIRouter(prefix="/api", tags=["estimate"])
@@ -78,7 +78,9 @@ class EstimateParams(BaseModel):
     grad_accumulation_fusion: bool = Field(True, description="Weight gradients accumulate inside the GEMM")
     grad_reduce_dtype: Literal["bf16", "fp32"] = Field("bf16", description="Gradients on the wire")
     attention_kernel: AttentionKernel = Field("auto", description="Fused attention kernel: auto (FlashAttention-2 on "
-                                          "A100, cuDNN on H100/H200/B200), fa2, fa3, cudnn or triton_fa1")
+                                          "A100, cuDNN on H100/H200/B200), fa2, fa3, cudnn, triton_fa1 or fa1")
+    precision: Precision = Field("bf16", description="The layers' matmuls: bf16, or fp8 (TransformerEngine's "
+                                 "per-tensor scaling; H100, H200, B200)")
     network_gbps: float | None = Field(None, gt=0, le=1e6, description="Network bandwidth leaving one node, all its "
                                        "NICs together, Gb/s; default: the GPU's DGX node")
 
@@ -126,6 +128,7 @@ class EstimateResult(BaseModel):
     schedule: str
     recompute: str
     attention_kernel: str = Field(description="The attention kernel timed (auto resolved), or unfused")
+    precision: str
     network_gbps: float = Field(description="Network bandwidth leaving one node, Gb/s")
     global_batch: int
     micro_batch: int = Field(description="Sequences per micro-batch (chosen when auto)")

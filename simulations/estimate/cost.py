@@ -86,7 +86,11 @@ class Estimate:
 
     @property
     def mfu(self) -> float:
-        return self.model_flops / self.step_time_s / self.cluster.gpus / self.cluster.gpu.peak_flops
+        """Model FLOPs per second over the peak of the precision the layers' matmuls run in (bf16, or FP8's, as
+        LLM Foundry's FP8 table reports it)."""
+        gpu = self.cluster.gpu
+        peak = gpu.fp8_flops if self.layout.precision == "fp8" else gpu.peak_flops
+        return self.model_flops / self.step_time_s / self.cluster.gpus / peak
 
     def as_dict(self) -> dict:
         return {
@@ -100,6 +104,7 @@ class Estimate:
             "zero_shards": self.layout.zero_shards,
             "schedule": self.layout.schedule,
             "recompute": self.layout.recompute,
+            "precision": self.layout.precision,
             "attention_kernel": (kernels.default_kernel(self.cluster.gpu) if self.layout.attention_kernel == "auto"
                                  else self.layout.attention_kernel) if self.model.flash_attention else "unfused",
             "network_gbps": self.cluster.node_egress * 8 / 1e9,
@@ -129,15 +134,26 @@ class Estimate:
 
 # -- compute ---------------------------------------------------------------------------------------
 
-def matmul_time(m: float, n: float, k: float, cluster: Cluster) -> float:
-    """[m, k] × [k, n] in bf16: the sustained rate, less idle SMs in the last wave; or HBM-bound."""
+def matmul_time(m: float, n: float, k: float, cluster: Cluster, fp8: bool = False) -> float:
+    """[m, k] × [k, n] in bf16: the sustained rate, less idle SMs in the last wave; or HBM-bound. `fp8`: the
+    inputs in FP8 at the GPU's FP8 rate (hardware.GPU.fp8_flops; the same sustained fraction), 1 byte an input."""
     gpu = cluster.gpu
     tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
     waves = math.ceil(tiles / gpu.sms)
     busy = tiles / (waves * gpu.sms)
     flops = 2 * m * n * k
-    moved = BF16 * (m * k + k * n + m * n)
-    return max(flops / (gpu.sustained_flops * busy), moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
+    rate = gpu.sustained_flops * (gpu.fp8_flops / gpu.peak_flops if fp8 else 1.0)
+    moved = (1 if fp8 else BF16) * (m * k + k * n) + BF16 * m * n
+    return max(flops / (rate * busy), moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
+
+
+def fp8_cast_bytes(rows: float, n: float, k: float) -> tuple[float, float]:
+    """HBM bytes of TransformerEngine's per-tensor FP8 casts around one linear layer [rows, k] × [k, n], forward and
+    backward: forward casts its input and its weight (read 2 bytes, write the FP8 copy and its transpose for the
+    backward's GEMMs, 1 + 1); backward casts the output's gradient the same way (TE's cast_transpose; the amax
+    reductions ride along). Delayed scaling: the scale comes from the previous steps' amax history, no extra pass."""
+    cast = 2 + 1 + 1
+    return cast * (rows * k + k * n), cast * rows * n
 
 
 def memory_time(moved: float, cluster: Cluster) -> float:
@@ -211,11 +227,16 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     shapes = [(qkv_cols, h), (h, h / t), (ffn_up, h), (h, f / t)]  # (n, k) of Q/K/V, O, FFN up, FFN down
     experts = model.top_k if model.experts else 1
     forward_mm = backward_in = backward_w = 0.0
+    fp8 = layout.precision == "fp8"  # the layers' linears in FP8 (TransformerEngine); attention and logits in bf16
     for i, (n, k) in enumerate(shapes):
         rows = tokens * (experts if i >= 2 else 1)
-        forward_mm += matmul_time(rows, n, k, cluster)
-        backward_in += matmul_time(rows, k, n, cluster)  # dX = dY · Wᵀ
-        backward_w += matmul_time(k, n, rows, cluster)  # dW = Xᵀ · dY
+        forward_mm += matmul_time(rows, n, k, cluster, fp8)
+        backward_in += matmul_time(rows, k, n, cluster, fp8)  # dX = dY · Wᵀ
+        backward_w += matmul_time(k, n, rows, cluster, fp8)  # dW = Xᵀ · dY
+        if fp8:
+            cast_f, cast_b = fp8_cast_bytes(rows, n, k)
+            forward_mm += memory_time(cast_f, cluster)
+            backward_in += memory_time(cast_b, cluster)
     # attention core, this rank's heads and queries over the whole context
     heads = model.heads / t
     if model.flash_attention:  # the kernel's published rate for this GPU, head size, mask, direction, length

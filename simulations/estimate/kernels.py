@@ -24,7 +24,9 @@ tokens, hidden 2048):
   head dim 128, 16k) is 73 % (forward) and 63 % (backward) of A100's 312 TFLOP/s (assumption: the same
   mma.sync kernel on both GPUs, FA2 not using Hopper's instructions).
 - triton_fa1: the 2022 Triton FlashAttention (flash_attn_triton.py), which LLM Foundry's `attn_impl: triton`
-  ran in its 2023 benchmarks: FlashAttention-2's rates divided by 1.9, the middle of the paper's 1.3-2.5×.
+  ran in its 2023 benchmarks: FlashAttention-2's rates divided by 1.9, the middle of the paper's 1.3-2.5×;
+- fa1: FlashAttention (v1, CUDA), FlashAttention-2's rates divided by 2.35, the middle of the paper's "1.7-3.0×
+  faster than FlashAttention".
 Assumptions, stated so that they can be checked:
 - causal backward (not in Figure 6) runs at the non-causal backward rate times the forward's causal /
   non-causal ratio at the same length;
@@ -43,7 +45,7 @@ from typing import Literal, get_args
 
 from simulations.hardware import GPU
 
-AttentionKernel = Literal["auto", "fa2", "fa3", "cudnn", "triton_fa1"]
+AttentionKernel = Literal["auto", "fa2", "fa3", "cudnn", "triton_fa1", "fa1"]
 ATTENTION_KERNELS = get_args(AttentionKernel)
 
 LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -73,6 +75,7 @@ H100_PEAK = 989.0
 A100_PEAK = 312.0
 FA2_A100_BEST = {"forward": 0.73, "backward": 0.63}  # of peak (FA2 paper, sec. 4.1)
 TRITON_FA1_SLOWER = 1.9  # FA2 is 1.3-2.5× faster than FlashAttention in Triton (FA2 paper): the middle
+FA1_SLOWER = 2.35  # FA2 is 1.7-3.0× faster than FlashAttention (FA2 paper, sec. 4.1): the middle
 
 
 def default_kernel(gpu: GPU) -> str:
@@ -110,7 +113,7 @@ def attention_rate(gpu: GPU, kernel: str, head_dim: int, direction: str, causal:
     ampere = gpu.name.startswith("a100")
     if ampere and kernel in ("fa3", "cudnn"):
         kernel = "fa2"  # FA3 is Hopper-only; cuDNN's fused flash attention needs sm90 for these rates
-    base = "fa2" if kernel == "triton_fa1" else kernel
+    base = "fa2" if kernel in ("triton_fa1", "fa1") else kernel
     if gpu.name == "b200":
         base = "cudnn"
     rate = _interpolate(_curve(base, dim, direction, causal), length)
@@ -121,6 +124,8 @@ def attention_rate(gpu: GPU, kernel: str, head_dim: int, direction: str, causal:
         rate *= gpu.peak_flops / 1e12 / H100_PEAK
     if kernel == "triton_fa1":
         rate /= TRITON_FA1_SLOWER
+    elif kernel == "fa1":
+        rate /= FA1_SLOWER
     return rate * 1e12 * gpu.sustained_over_burst
 
 

@@ -22,6 +22,8 @@ Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
 CPComm = Literal["ring", "all_to_all", "all_gather"]
 CP_COMMS = get_args(CPComm)
 Recompute = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp8"]
+PRECISIONS = get_args(Precision)
 SCHEDULES = get_args(Schedule)
 
 
@@ -68,6 +70,9 @@ class Layout:
     # fa2, fa3 (Hopper), cudnn, or triton_fa1 (the 2022 Triton FlashAttention LLM Foundry ran in 2023).
     # Ignored for a model without fused attention (Model.flash_attention False).
     attention_kernel: AttentionKernel = "auto"
+    # The layers' linear layers in bf16, or in FP8 with per-tensor delayed scaling (TransformerEngine's fp8_autocast:
+    # FP8 GEMMs, casts around them; attention, norms, the output layer and the optimizer states as in bf16).
+    precision: Precision = "bf16"
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)
@@ -93,6 +98,10 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         raise LayoutError("pp", f"must be at most the layers ({model.layers}), got {p}")
     if model.seq_len % (2 * c) and c > 1:
         raise LayoutError("cp", f"2·cp must divide the sequence length ({model.seq_len}), got cp = {c}")
+    if layout.precision not in PRECISIONS:
+        raise LayoutError("precision", f"must be bf16 or fp8, got {layout.precision!r}")
+    if layout.precision == "fp8" and not cluster.gpu.fp8_flops:
+        raise LayoutError("precision", f"fp8 needs FP8 tensor cores (H100, H200, B200); {cluster.gpu.title} has none")
     if layout.attention_kernel not in ATTENTION_KERNELS:
         raise LayoutError("attention_kernel", f"must be one of {', '.join(ATTENTION_KERNELS)}, "
                                               f"got {layout.attention_kernel!r}")

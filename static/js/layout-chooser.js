@@ -22,7 +22,7 @@ const FIELDS = [
   // the software and the network, as the estimator takes them (kernels.py; empty bandwidth: the GPU's DGX node)
   { name: 'attention_kernel', label: 'Attention', type: 'select',
     options: [['auto', 'auto'], ['fa2', 'FlashAttention-2'], ['fa3', 'FlashAttention-3'], ['cudnn', 'cuDNN'],
-              ['triton_fa1', 'Triton (2022)']] },
+              ['triton_fa1', 'Triton (2022)'], ['fa1', 'FlashAttention (v1)']] },
   { name: 'network_gbps', label: 'Network / node (Gb/s)', type: 'number', min: 100, step: 100 },
 ];
 

@@ -50,8 +50,10 @@ def test_custom_model_prints_a_table():
     (["--zero-shards", "8"], "--zero-shards hybrid sharding needs zero_stage 3"),
     (["--zero-shards", "many"], "Invalid value for '--zero-shards'"),
     (["--grad-reduce-dtype", "fp16"], "--grad-reduce-dtype must be bf16 or fp32, got 'fp16'"),
-    (["--attention-kernel", "fa9"], "--attention-kernel must be one of auto, fa2, fa3, cudnn, triton_fa1, got 'fa9'"),
+    (["--attention-kernel", "fa9"], "--attention-kernel must be one of auto, fa2, fa3, cudnn, triton_fa1, fa1, got 'fa9'"),
     (["--network-gbps", "0"], "--network-gbps must be > 0"),
+    (["--precision", "fp8", "--gpu", "a100-80gb"], "--precision fp8 needs FP8 tensor cores"),
+    (["--precision", "int4"], "--precision must be bf16 or fp8, got 'int4'"),
 ])
 def test_invalid_layouts_exit_2_with_a_message(args, message):
     result = runner.invoke(cli, ["estimate", *args])

@@ -45,7 +45,7 @@ def test_the_validation_file_is_what_the_tables_give():
 
 def test_trust_names_runs_of_the_same_kind():
     fsdp = trust.trust("h100-80gb", tp=1, pp=1, zero_stage=3)
-    assert fsdp["runs"] == 70 and fsdp["tables"] == ["LLM Foundry h100", "LLM Foundry h100-large"]
+    assert fsdp["runs"] == 77 and fsdp["tables"] == ["LLM Foundry h100", "LLM Foundry h100-fp8", "LLM Foundry h100-large"]
     megatron = trust.trust("a100-80gb", tp=8, pp=4, zero_stage=1)
     assert set(megatron["tables"]) == {"Narayanan SC'21 Table 1", "Korthikanti 2022 Table 5", "BLOOM-176B logs"}
     b200 = trust.trust("b200", tp=8, pp=1, zero_stage=1)
