@@ -194,6 +194,8 @@ def estimate_cmd(
              "(the 2022 Triton FlashAttention) or fa1.")] = "auto",
     precision: Annotated[str, typer.Option(help="The layers' matmuls: bf16, or fp8 (TransformerEngine, per-tensor "
                                                 "scaling; H100, H200, B200).")] = "bf16",
+    recompute_every: Annotated[int, typer.Option(
+        help="With --recompute full: recompute one layer in every N (partial activation checkpointing).")] = 1,
     network_gbps: Annotated[float | None, typer.Option(
         help="Network bandwidth leaving one node, all NICs together, Gb/s (default: the GPU's DGX node).",
         show_default=False)] = None,
@@ -215,7 +217,7 @@ def estimate_cmd(
             overlap_param_gather=overlap_param_gather, overlap_tp_comm=overlap_tp_comm,
             overlap_p2p_comm=overlap_p2p_comm, grad_accumulation_fusion=grad_accumulation_fusion,
             grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
-            network_gbps=network_gbps)
+            recompute_every=recompute_every, network_gbps=network_gbps)
         result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
         typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)

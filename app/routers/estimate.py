@@ -81,6 +81,8 @@ class EstimateParams(BaseModel):
                                           "A100, cuDNN on H100/H200/B200), fa2, fa3, cudnn, triton_fa1 or fa1")
     precision: Precision = Field("bf16", description="The layers' matmuls: bf16, or fp8 (TransformerEngine's "
                                  "per-tensor scaling; H100, H200, B200)")
+    recompute_every: int = Field(1, ge=1, le=1024, description="With recompute full: recompute one layer in every "
+                                 "N, the others keep their activations (partial activation checkpointing)")
     network_gbps: float | None = Field(None, gt=0, le=1e6, description="Network bandwidth leaving one node, all its "
                                        "NICs together, Gb/s; default: the GPU's DGX node")
 

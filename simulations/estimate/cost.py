@@ -104,6 +104,7 @@ class Estimate:
             "zero_shards": self.layout.zero_shards,
             "schedule": self.layout.schedule,
             "recompute": self.layout.recompute,
+            "recompute_every": self.layout.recompute_every,
             "precision": self.layout.precision,
             "attention_kernel": (kernels.default_kernel(self.cluster.gpu) if self.layout.attention_kernel == "auto"
                                  else self.layout.attention_kernel) if self.model.flash_attention else "unfused",
@@ -269,6 +270,8 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         recompute = attn_fwd
     else:
         recompute = 0.0  # FlashAttention recomputes its scores inside its own backward already
+    if layout.recompute == "full":  # one layer in every `recompute_every` replayed (the average layer)
+        recompute /= layout.recompute_every
     # TP: two collectives of the [tokens, h] activation each way
     activation = tokens * h * BF16
     if t > 1:
@@ -453,11 +456,10 @@ def layer_activation_bytes_per_token(model: Model) -> float:
     return 2 * (6 * h + 2 * kv) + mlp + masks
 
 
-def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
-    """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations."""
-    dp = layout.dp(cluster.gpus)
-    t, p, c = layout.tp, layout.pp, layout.cp
-    recompute = layout.recompute
+def layer_activation_bytes(model: Model, layout: Layout, micro_batch: int, recompute: str) -> float:
+    """Bytes one layer keeps for backward on one GPU: formulas' (Korthikanti's) count, with this model's own
+    tensors (layer_activation_bytes_per_token) and, with CP by all-gather, the other ranks' K and V."""
+    t, c = layout.tp, layout.cp
     if recompute == "none" and model.flash_attention:
         recompute = "selective"  # FlashAttention never stores the s×s scores (REFERENCE.md)
     per_layer = formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads, t,
@@ -467,6 +469,20 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
     if c > 1 and layout.cp_comm == "all_gather" and recompute != "full":  # the other ranks' K, V kept for backward
         kv_heads = kv_heads_per_tp_rank(model, t)
         per_layer += (c - 1) * 2 * micro_batch * model.seq_len / c * kv_heads * model.head_dim * BF16
+    return per_layer
+
+
+def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
+    """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations."""
+    dp = layout.dp(cluster.gpus)
+    t, p, c = layout.tp, layout.pp, layout.cp
+    recompute = layout.recompute
+    if recompute == "full" and layout.recompute_every > 1:  # the average layer: 1 in n keeps its input only
+        kept = layer_activation_bytes(model, layout, micro_batch, "none")
+        per_layer = (layer_activation_bytes(model, layout, micro_batch, "full")
+                     + (layout.recompute_every - 1) * kept) / layout.recompute_every
+    else:
+        per_layer = layer_activation_bytes(model, layout, micro_batch, recompute)
     chunks = chunk_layers(model.layers, p, v)
     if layout.schedule == "gpipe":
         in_flight = m
@@ -572,9 +588,10 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     f_layer = lt.forward + lt.tp_forward + lt.cp_forward_exposed + lt.ep_exposed / 2 + zero3_f
     tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight) if layout.overlap_tp_comm else lt.tp_backward
     bi_layer = lt.backward_input + lt.recompute + tp_bwd_exposed + lt.cp_backward_exposed + lt.ep_exposed / 2
-    replays = 2 if layout.recompute == "full" else 1  # forwards per micro-batch: the replayed one communicates again
+    # forwards per micro-batch and layer: a replayed one communicates again (one layer in every recompute_every)
+    replays = 1 + 1 / layout.recompute_every if layout.recompute == "full" else 1
     if layout.recompute == "full":
-        bi_layer += lt.tp_forward + lt.cp_forward_exposed
+        bi_layer += (lt.tp_forward + lt.cp_forward_exposed) / layout.recompute_every
     bw_compute = lt.backward_weight
     # the first and last stages also run the embedding and the output layer with its loss
     logits_f = matmul_time(tokens, model.vocab / t, model.hidden, cluster) + memory_time(

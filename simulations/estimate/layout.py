@@ -73,6 +73,9 @@ class Layout:
     # The layers' linear layers in bf16, or in FP8 with per-tensor delayed scaling (TransformerEngine's fp8_autocast:
     # FP8 GEMMs, casts around them; attention, norms, the output layer and the optimizer states as in bf16).
     precision: Precision = "bf16"
+    # With recompute "full": one layer in every n recomputed, the others keeping their activations (torchtitan's
+    # activation_checkpoint mode "selective" with selective_ac_option "n"; Megatron-LM's --recompute-num-layers).
+    recompute_every: int = 1
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)
@@ -98,6 +101,10 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         raise LayoutError("pp", f"must be at most the layers ({model.layers}), got {p}")
     if model.seq_len % (2 * c) and c > 1:
         raise LayoutError("cp", f"2·cp must divide the sequence length ({model.seq_len}), got cp = {c}")
+    if layout.recompute_every < 1:
+        raise LayoutError("recompute_every", f"must be ≥ 1, got {layout.recompute_every}")
+    if layout.recompute_every > 1 and layout.recompute != "full":
+        raise LayoutError("recompute_every", f"recomputing every n-th layer needs recompute full, got {layout.recompute}")
     if layout.precision not in PRECISIONS:
         raise LayoutError("precision", f"must be bf16 or fp8, got {layout.precision!r}")
     if layout.precision == "fp8" and not cluster.gpu.fp8_flops:

@@ -23,7 +23,7 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
           flash_attention: bool | None = None, gated_mlp: bool | None = None, dropout: bool | None = None,
           overlap_grad_reduce: bool = True, overlap_param_gather: bool = True, overlap_tp_comm: bool = True,
           overlap_p2p_comm: bool = True, grad_accumulation_fusion: bool = True, grad_reduce_dtype: str = "bf16",
-          attention_kernel: str = "auto", precision: str = "bf16", network_gbps: float | None = None,
+          attention_kernel: str = "auto", precision: str = "bf16", recompute_every: int = 1, network_gbps: float | None = None,
           check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
     """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
     every shape field; raises LayoutError naming the field at fault. `check_layout=False` (the layout
@@ -82,7 +82,8 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
                     overlap_tp_comm=overlap_tp_comm, overlap_p2p_comm=overlap_p2p_comm,
                     grad_accumulation_fusion=grad_accumulation_fusion,
                     grad_reduce_bytes=4 if grad_reduce_dtype == "fp32" else 2,
-                    attention_kernel=attention_kernel, precision=precision)  # type: ignore[arg-type]
+                    attention_kernel=attention_kernel, precision=precision,  # type: ignore[arg-type]
+                    recompute_every=recompute_every)
     if layout.virtual_stages is None and schedule != "interleaved_1f1b":
         layout = replace(layout, virtual_stages=1)
     if attention_kernel not in ATTENTION_KERNELS:

@@ -175,3 +175,21 @@ def test_fp8_matmuls_run_at_the_fp8_rate_and_pay_their_casts():
             for p in ("bf16", "fp8")}
     assert runs["bf16"].step_time_s / 2 < runs["fp8"].step_time_s < runs["bf16"].step_time_s
     assert runs["fp8"].mfu <= 698.6 / 989
+
+
+def test_recomputing_every_other_layer_lies_between_none_and_full():
+    """Partial checkpointing, one layer in two (torchtitan's selective_ac_option "2"): half the replayed forward,
+    and activations halfway between keeping every layer's and keeping only the inputs."""
+    def run(recompute, every=1):
+        return estimate(*build("llama3-8b", gpus=8, tp=1, global_batch=8, micro_batch=1, recompute=recompute,
+                               recompute_every=every))
+
+    none, half, full = run("none"), run("full", 2), run("full")
+    assert none.step_time_s < half.step_time_s < full.step_time_s
+    assert half.compute_s - none.compute_s == pytest.approx((full.compute_s - none.compute_s) / 2, rel=1e-9)
+    acts = {k: e.memory_per_gpu_bytes["activations"] for k, e in (("none", none), ("half", half), ("full", full))}
+    assert acts["full"] < acts["half"] < acts["none"]
+    # halfway, but for the one layer a replay holds whole for a moment (counted with full recomputation)
+    assert acts["half"] == pytest.approx((acts["none"] + acts["full"]) / 2, rel=0.05)
+    with pytest.raises(LayoutError, match="needs recompute full"):
+        build("llama3-8b", gpus=8, tp=1, global_batch=8, recompute="selective", recompute_every=2)
