@@ -27,7 +27,7 @@ class EstimatorMutant:
 
 MUTANTS = [
     EstimatorMutant("no-weight-gradients", "simulations.estimate.cost",
-                    "backward_w += matmul_time(k, n, rows, cluster)", "backward_w += 0.0",
+                    "backward_w += matmul_time(k, n, rows, cluster, fp8)", "backward_w += 0.0",
                     "backward computes the input gradients only (half its matmuls)"),
     EstimatorMutant("full-recompute-free", "simulations.estimate.cost",
                     "        recompute = forward", "        recompute = 0.0",
