@@ -189,6 +189,16 @@ def estimate_cmd(
     overlap_p2p_comm: Annotated[bool, typer.Option(help="Pipeline sends overlap compute.")] = True,
     grad_accumulation_fusion: Annotated[bool, typer.Option(help="Weight gradients accumulate in the GEMM.")] = True,
     grad_reduce_dtype: Annotated[str, typer.Option(help="Gradients on the wire: bf16 or fp32.")] = "bf16",
+    attention_kernel: Annotated[str, typer.Option(
+        help="Fused attention kernel: auto (FA2 on A100, cuDNN on H100/H200/B200), fa2, fa3, cudnn, triton_fa1 "
+             "(the 2022 Triton FlashAttention) or fa1.")] = "auto",
+    precision: Annotated[str, typer.Option(help="The layers' matmuls: bf16, or fp8 (TransformerEngine, per-tensor "
+                                                "scaling; H100, H200, B200).")] = "bf16",
+    recompute_every: Annotated[int, typer.Option(
+        help="With --recompute full: recompute one layer in every N (partial activation checkpointing).")] = 1,
+    network_gbps: Annotated[float | None, typer.Option(
+        help="Network bandwidth leaving one node, all NICs together, Gb/s (default: the GPU's DGX node).",
+        show_default=False)] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
 ) -> None:
     """Estimate one training step on a modelled GPU cluster: time, throughput, MFU, memory per GPU."""
@@ -206,7 +216,8 @@ def estimate_cmd(
             flash_attention=flash_attention, gated_mlp=gated_mlp, dropout=dropout, overlap_grad_reduce=overlap_grad_reduce,
             overlap_param_gather=overlap_param_gather, overlap_tp_comm=overlap_tp_comm,
             overlap_p2p_comm=overlap_p2p_comm, grad_accumulation_fusion=grad_accumulation_fusion,
-            grad_reduce_dtype=grad_reduce_dtype)
+            grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
+            recompute_every=recompute_every, network_gbps=network_gbps)
         result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
         typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)
@@ -227,6 +238,8 @@ def estimate_cmd(
         *([("context parallel", f"CP by {result['cp_comm']}")] if result["cp"] > 1 else []),
         ("micro-batch / virtual stages", f"{result['micro_batch']} × {result['micro_batches']} per step, "
                                          f"v = {result['virtual_stages']}, recompute {result['recompute']}"),
+        ("precision / attention / network", f"{result['precision']}, {result['attention_kernel']}, "
+                                            f"{result['network_gbps']:,.0f} Gb/s per node"),
         ("step time", f"{result['step_time_s']:.3f} s"),
         ("tokens/s", f"{result['tokens_per_s']:,.0f}"),
         ("model TFLOP/s per GPU", f"{result['model_tflops_per_gpu']:.0f}"),
@@ -237,6 +250,9 @@ def estimate_cmd(
     ]
     rows += [(f"memory: {role}", f"{value / gb:.1f} GB") for role, value in result["memory_per_gpu_bytes"].items()]
     rows.append(("fits", f"{'yes' if result['fits'] else 'NO'} ({result['gpu_memory_bytes'] / gb:.0f} GB per GPU)"))
+    from simulations.estimate.trust import sentence
+
+    rows.append(("how far to trust it", sentence(result["validation"])))
     for name, value in rows:
         table.add_row(name, value)
     Console().print(table)

@@ -11,9 +11,12 @@ validated against (tests/unit/test_estimate_validation.py).
 Spec sheets (NVIDIA datasheets, as the scaling book's gpus.md "Summary of GPU specs" and ml-engineering's
 compute/accelerator/README.md tables give them):
 - A100 SXM 80 GB: bf16 dense 312 TFLOP/s, HBM2e 2.039 TB/s, 80 GB, NVLink 3 300 GB/s per direction, 108 SMs;
+- A100 SXM 40 GB: the same GA100 at the same clocks, HBM2 1.555 TB/s and 40 GB (NVIDIA A100 Tensor Core GPU
+  datasheet, "A100 40GB SXM" column: 1,555 GB/s; "A100 80GB SXM": 2,039 GB/s);
 - H100 SXM 80 GB: 989 TFLOP/s, HBM3 3.35 TB/s, 80 GB, NVLink 4 450 GB/s per direction, 132 SMs;
 - H200 SXM: as H100 with HBM3e 4.8 TB/s and 141 GB;
 - B200 SXM: 2250 TFLOP/s, HBM3e 8 TB/s, 180 GB usable (NVIDIA's platform figure), NVLink 5 900 GB/s, 148 SMs.
+FP8 dense (datasheets, half the sparse figure): H100 / H200 SXM 1,979 TFLOP/s, B200 4,500; A100 has none.
 Nodes: DGX A100 has 8 × 200 Gb/s HDR NICs (200 GB/s of node egress; Korthikanti et al. 2022 sec. 6, Selene);
 DGX H100 / H200 / B200 8 × 400 Gb/s NDR (400 GB/s; scaling book gpus.md, node egress table).
 Measured:
@@ -29,8 +32,8 @@ Measured:
   2026-08-10; torch 2.13/2.14 with CUDA 13.0);
 - NCCL all-reduce bus bandwidth in an 8 × H100 node: about 370 GB/s of 450 (82 %) for large messages, and
   about 150 GB/s at 58 MB (scaling book gpus.md, "Empirical measurements", SHARP off);
-- FlashAttention: FA2 reaches 50-73 % of peak on A100 (forward; Dao 2023, arXiv:2307.08691), FA3 up to 75 %
-  on H100 (forward, bf16; Shah et al. 2024, arXiv:2407.08608); backward lower: we take 0.6;
+- FlashAttention, cuDNN's fused attention: by kernel, head size, mask, direction and length in
+  simulations/estimate/kernels.py, from the FlashAttention-2 and -3 papers;
 - NCCL's latency model, Simple protocol (NVIDIA/nccl 2.30, src/graph/tuning.cc at 5067397, 2026-06-11:
   baseLatencies, hwLatencies, and how ncclTopoTuneModel adds them up): 8.4 µs base for ring and tree, 8.0 for
   PAT; per ring step 3.4 µs on NVLink and 14 µs across the network; per tree level 4.0 µs (NVLink) and 14 µs
@@ -41,6 +44,7 @@ Assumptions (no published microbenchmark read for them; stated so that they can 
 - H100 SXM sustains what H200 does (same GH100 compute and 700 W cap; the MAMF table says "H200 is the same");
 - A100 SXM sustains the same fraction of its MAMF as H200 does of its own (698.6 / 823.9): 271.2 × 0.848 = 230;
 - FlashAttention's figures are bursts too: they are scaled by the same sustained / burst ratio;
+- FP8 matmuls sustain the same fraction of the FP8 peak as bf16 ones of the bf16 peak (no FP8 MSMF published);
 - achievable HBM bandwidth for streaming element-wise kernels: 0.85 of the spec sheet (`HBM_EFFICIENCY`);
 - the network reaches the same fraction of its line rate as NVLink does in the measurement above (0.82);
 - the NVLink fraction measured on H100 holds for A100 and B200 too.
@@ -51,14 +55,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 GB = 10**9
+MiB = 2**20
 TFLOP = 10**12
+
+# What a training process can allocate. The datasheets' capacities are binary: nvidia-smi's memory.total reads
+# 40960 MiB on A100-SXM4-40GB, 81920 MiB on A100-SXM4-80GB and 81559 MiB on "NVIDIA H100 80GB HBM3" (as public
+# nvidia-smi logs print them), 43.0, 85.9 and 85.5 GB. For H200 and B200 the datasheet's decimal figure is kept
+# (no reading at hand). Of that, the CUDA context, cuBLAS workspaces and NCCL's buffers take some (assumption:
+# 1 GiB), and PyTorch's caching allocator reserves more than the live tensors: fragmentation, a stated fraction
+# (assumption: 5 % of what is live), not measured here.
+CUDA_RESERVED_BYTES = 1024 * MiB
+ALLOCATOR_FRAGMENTATION = 0.05
 
 NVLINK_BUS_EFFICIENCY = 370 / 450  # 8 × H100 all-reduce bus bandwidth, large messages (scaling book, gpus.md)
 NETWORK_EFFICIENCY = NVLINK_BUS_EFFICIENCY  # assumption: same fraction of the NICs' line rate
 HBM_EFFICIENCY = 0.85  # assumption: streaming element-wise kernels
 H200_SUSTAINED_OVER_BURST = 698.6 / 823.9  # MSMF over MAMF, all 8 GPUs of the node busy (ml-engineering)
 H200_SUSTAINED = 698.6 * 10**12  # FLOP/s; H100 SXM assumed the same (see above)
-FLASH_ATTENTION_EFFICIENCY = 0.6  # FA2 50-73 % on A100, FA3 up to 75 % forward on H100 (backward lower)
 
 # Message size at which an NCCL collective gets half its large-message bandwidth, for a 450 GB/s link:
 # 58 MB runs at 150 of 370 GB/s on 8 × H100 (scaling book, gpus.md), so 58 MB · (370/150 − 1) ≈ 85 MB.
@@ -87,6 +100,13 @@ class GPU:
     node_egress: float  # bytes/s leaving a node of 8 of these over the network (sum of its NICs)
     gpus_per_node: int = 8
     short: str = ""  # what slides call it ("H100"); empty: not named that way
+    memory_total: float = 0.0  # bytes nvidia-smi reports (memory.total); 0: the datasheet's hbm_bytes
+    fp8_flops: float = 0.0  # dense FP8 peak, FLOP/s; 0: no FP8 tensor cores
+
+    @property
+    def usable_bytes(self) -> float:
+        """Bytes a training process can allocate: the device's total less what CUDA and NCCL keep."""
+        return (self.memory_total or self.hbm_bytes) - CUDA_RESERVED_BYTES
 
     @property
     def sustained_over_burst(self) -> float:
@@ -102,19 +122,25 @@ GPUS: dict[str, GPU] = {
     "a100-80gb": GPU("a100-80gb", "A100 SXM 80 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
                      sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
                      hbm_bytes=80 * GB, hbm_bandwidth=2039 * GB, nvlink_bandwidth=300 * GB, sms=108,
-                     node_egress=8 * 200 / 8 * GB, short="A100"),
+                     node_egress=8 * 200 / 8 * GB, short="A100", memory_total=81920 * MiB),
+    # the same chip and clocks as the 80 GB part: its matmul rates are taken to be the same (no MAMF run published)
+    "a100-40gb": GPU("a100-40gb", "A100 SXM 40 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
+                     sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
+                     hbm_bytes=40 * GB, hbm_bandwidth=1555 * GB, nvlink_bandwidth=300 * GB, sms=108,
+                     node_egress=8 * 200 / 8 * GB, memory_total=40960 * MiB),
     "h100-80gb": GPU("h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
                      sustained_flops=H200_SUSTAINED,
                      hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,
-                     node_egress=8 * 400 / 8 * GB, short="H100"),
+                     node_egress=8 * 400 / 8 * GB, short="H100", memory_total=81559 * MiB,
+                     fp8_flops=1979 * TFLOP),
     "h200": GPU("h200", "H200 SXM 141 GB", peak_flops=989 * TFLOP, matmul_flops=841.9 * TFLOP,
                 sustained_flops=H200_SUSTAINED,
                 hbm_bytes=141 * GB, hbm_bandwidth=4800 * GB, nvlink_bandwidth=450 * GB, sms=132,
-                node_egress=8 * 400 / 8 * GB, short="H200"),
+                node_egress=8 * 400 / 8 * GB, short="H200", fp8_flops=1979 * TFLOP),
     "b200": GPU("b200", "B200 SXM 180 GB", peak_flops=2250 * TFLOP, matmul_flops=1770.9 * TFLOP,
                 sustained_flops=1426.4 * TFLOP,
                 hbm_bytes=180 * GB, hbm_bandwidth=8000 * GB, nvlink_bandwidth=900 * GB, sms=148,
-                node_egress=8 * 400 / 8 * GB, short="B200"),
+                node_egress=8 * 400 / 8 * GB, short="B200", fp8_flops=4500 * TFLOP),
 }
 
 class UnknownGPU(KeyError):

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app import estimate_math
 from simulations import estimate as est
-from simulations.estimate.layout import CPComm, Recompute, Schedule
+from simulations.estimate.kernels import AttentionKernel
+from simulations.estimate.layout import CPComm, Precision, Recompute, Schedule
 from simulations.estimate.timeline import span_count
 
 router = APIRouter(prefix="/api", tags=["estimate"])
@@ -76,6 +77,14 @@ class EstimateParams(BaseModel):
                                                       "Megatron-LM before 2023)")
     grad_accumulation_fusion: bool = Field(True, description="Weight gradients accumulate inside the GEMM")
     grad_reduce_dtype: Literal["bf16", "fp32"] = Field("bf16", description="Gradients on the wire")
+    attention_kernel: AttentionKernel = Field("auto", description="Fused attention kernel: auto (FlashAttention-2 on "
+                                          "A100, cuDNN on H100/H200/B200), fa2, fa3, cudnn, triton_fa1 or fa1")
+    precision: Precision = Field("bf16", description="The layers' matmuls: bf16, or fp8 (TransformerEngine's "
+                                 "per-tensor scaling; H100, H200, B200)")
+    recompute_every: int = Field(1, ge=1, le=1024, description="With recompute full: recompute one layer in every "
+                                 "N, the others keep their activations (partial activation checkpointing)")
+    network_gbps: float | None = Field(None, gt=0, le=1e6, description="Network bandwidth leaving one node, all its "
+                                       "NICs together, Gb/s; default: the GPU's DGX node")
 
 
 class EstimateQuery(EstimateParams):
@@ -96,6 +105,15 @@ class Span(BaseModel):
     end: float
 
 
+class Validation(BaseModel):
+    runs: int = Field(description="Published runs of this kind the estimator was compared with")
+    scope: str
+    median_error: float = Field(description="Median |predicted / published − 1|")
+    worst_error: float
+    optimistic_share: float = Field(description="Share of those runs the estimate was too fast for")
+    tables: list[str]
+
+
 class EstimateResult(BaseModel):
     model: str
     gpu: str
@@ -111,6 +129,9 @@ class EstimateResult(BaseModel):
     zero_shards: int | None
     schedule: str
     recompute: str
+    attention_kernel: str = Field(description="The attention kernel timed (auto resolved), or unfused")
+    precision: str
+    network_gbps: float = Field(description="Network bandwidth leaving one node, Gb/s")
     global_batch: int
     micro_batch: int = Field(description="Sequences per micro-batch (chosen when auto)")
     virtual_stages: int = Field(description="Stages per pipeline rank (chosen when auto)")
@@ -128,7 +149,11 @@ class EstimateResult(BaseModel):
     optimizer_s: float
     memory_per_gpu_bytes: dict[str, float] = Field(description="Bytes per GPU by role, and total")
     gpu_memory_bytes: float
+    usable_memory_bytes: float = Field(description="What the step may hold: the device's total less CUDA's reserve, "
+                                                   "over 1 + the allocator's fragmentation")
     fits: bool
+    validation: Validation = Field(description="How far to trust it: the estimator's error on published runs of this "
+                                               "kind (same GPU, FSDP- or Megatron-style), from its validation tables")
     timeline: list[Span] | None = None
 
 

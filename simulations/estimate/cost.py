@@ -1,7 +1,8 @@
 """The cost model: one training step of a model, laid out on a cluster, in seconds and bytes.
 
 Compute: every matmul of a layer at the GPU's sustained matmul rate (at its power cap, as training
-runs), less the waves its tiles leave idle; attention fused (FlashAttention) at its measured fraction of peak, or unfused as two
+runs), less the waves its tiles leave idle; attention fused at the rate its kernel's own benchmarks publish for the GPU,
+head size, causal mask, direction and length (kernels.py), or unfused as two
 batched matmuls and a softmax on a roofline; norms, activations, dropouts and residual adds are
 memory-bound passes over HBM. Backward is twice the forward's matmuls (input and weight
 gradients); recomputation replays the forward (full) or the attention core (selective). Also memory-bound:
@@ -37,9 +38,9 @@ import math
 from dataclasses import dataclass, field, replace
 
 from simulations import formulas
-from simulations.estimate import collectives, schedule, timeline
+from simulations.estimate import collectives, kernels, schedule, timeline, trust
 from simulations.estimate.collectives import Group, place
-from simulations.hardware import FLASH_ATTENTION_EFFICIENCY, HBM_EFFICIENCY, Cluster
+from simulations.hardware import ALLOCATOR_FRAGMENTATION, HBM_EFFICIENCY, Cluster
 from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, kv_heads_per_tp_rank, validate
 from simulations.estimate.models import Model
 from simulations.scenarios.pipeline_schedules import Action, bubble_formula
@@ -76,7 +77,8 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        return self.memory_per_gpu_bytes["total"] <= self.cluster.gpu.hbm_bytes
+        """What the step holds, with the caching allocator's fragmentation, within what a process can allocate."""
+        return self.memory_per_gpu_bytes["total"] * (1 + ALLOCATOR_FRAGMENTATION) <= self.cluster.gpu.usable_bytes
 
     @property
     def model_tflops_per_gpu(self) -> float:
@@ -84,7 +86,11 @@ class Estimate:
 
     @property
     def mfu(self) -> float:
-        return self.model_flops / self.step_time_s / self.cluster.gpus / self.cluster.gpu.peak_flops
+        """Model FLOPs per second over the peak of the precision the layers' matmuls run in (bf16, or FP8's, as
+        LLM Foundry's FP8 table reports it)."""
+        gpu = self.cluster.gpu
+        peak = gpu.fp8_flops if self.layout.precision == "fp8" else gpu.peak_flops
+        return self.model_flops / self.step_time_s / self.cluster.gpus / peak
 
     def as_dict(self) -> dict:
         return {
@@ -98,6 +104,11 @@ class Estimate:
             "zero_shards": self.layout.zero_shards,
             "schedule": self.layout.schedule,
             "recompute": self.layout.recompute,
+            "recompute_every": self.layout.recompute_every,
+            "precision": self.layout.precision,
+            "attention_kernel": (kernels.default_kernel(self.cluster.gpu) if self.layout.attention_kernel == "auto"
+                                 else self.layout.attention_kernel) if self.model.flash_attention else "unfused",
+            "network_gbps": self.cluster.node_egress * 8 / 1e9,
             "global_batch": self.layout.global_batch,
             "micro_batch": self.layout.micro_batch,
             "virtual_stages": self.layout.virtual_stages,
@@ -115,21 +126,35 @@ class Estimate:
             "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "gpu_memory_bytes": self.cluster.gpu.hbm_bytes,
+            "usable_memory_bytes": self.cluster.gpu.usable_bytes / (1 + ALLOCATOR_FRAGMENTATION),
             "fits": self.fits,
+            # the estimator's error on published runs of this kind (trust.py; the validation tests' own tables)
+            "validation": trust.trust(self.cluster.gpu.name, self.layout.tp, self.layout.pp, self.layout.zero_stage),
         }
 
 
 # -- compute ---------------------------------------------------------------------------------------
 
-def matmul_time(m: float, n: float, k: float, cluster: Cluster) -> float:
-    """[m, k] × [k, n] in bf16: the sustained rate, less idle SMs in the last wave; or HBM-bound."""
+def matmul_time(m: float, n: float, k: float, cluster: Cluster, fp8: bool = False) -> float:
+    """[m, k] × [k, n] in bf16: the sustained rate, less idle SMs in the last wave; or HBM-bound. `fp8`: the
+    inputs in FP8 at the GPU's FP8 rate (hardware.GPU.fp8_flops; the same sustained fraction), 1 byte an input."""
     gpu = cluster.gpu
     tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
     waves = math.ceil(tiles / gpu.sms)
     busy = tiles / (waves * gpu.sms)
     flops = 2 * m * n * k
-    moved = BF16 * (m * k + k * n + m * n)
-    return max(flops / (gpu.sustained_flops * busy), moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
+    rate = gpu.sustained_flops * (gpu.fp8_flops / gpu.peak_flops if fp8 else 1.0)
+    moved = (1 if fp8 else BF16) * (m * k + k * n) + BF16 * m * n
+    return max(flops / (rate * busy), moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
+
+
+def fp8_cast_bytes(rows: float, n: float, k: float) -> tuple[float, float]:
+    """HBM bytes of TransformerEngine's per-tensor FP8 casts around one linear layer [rows, k] × [k, n], forward and
+    backward: forward casts its input and its weight (read 2 bytes, write the FP8 copy and its transpose for the
+    backward's GEMMs, 1 + 1); backward casts the output's gradient the same way (TE's cast_transpose; the amax
+    reductions ride along). Delayed scaling: the scale comes from the previous steps' amax history, no extra pass."""
+    cast = 2 + 1 + 1
+    return cast * (rows * k + k * n), cast * rows * n
 
 
 def memory_time(moved: float, cluster: Cluster) -> float:
@@ -203,17 +228,21 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     shapes = [(qkv_cols, h), (h, h / t), (ffn_up, h), (h, f / t)]  # (n, k) of Q/K/V, O, FFN up, FFN down
     experts = model.top_k if model.experts else 1
     forward_mm = backward_in = backward_w = 0.0
+    fp8 = layout.precision == "fp8"  # the layers' linears in FP8 (TransformerEngine); attention and logits in bf16
     for i, (n, k) in enumerate(shapes):
         rows = tokens * (experts if i >= 2 else 1)
-        forward_mm += matmul_time(rows, n, k, cluster)
-        backward_in += matmul_time(rows, k, n, cluster)  # dX = dY · Wᵀ
-        backward_w += matmul_time(k, n, rows, cluster)  # dW = Xᵀ · dY
+        forward_mm += matmul_time(rows, n, k, cluster, fp8)
+        backward_in += matmul_time(rows, k, n, cluster, fp8)  # dX = dY · Wᵀ
+        backward_w += matmul_time(k, n, rows, cluster, fp8)  # dW = Xᵀ · dY
+        if fp8:
+            cast_f, cast_b = fp8_cast_bytes(rows, n, k)
+            forward_mm += memory_time(cast_f, cluster)
+            backward_in += memory_time(cast_b, cluster)
     # attention core, this rank's heads and queries over the whole context
     heads = model.heads / t
-    if model.flash_attention:
-        flops = 4 * tokens * s * model.head_dim * heads * 0.5  # causal: the kernel skips masked blocks
-        attn_fwd = flops / (cluster.gpu.peak_flops * FLASH_ATTENTION_EFFICIENCY * cluster.gpu.sustained_over_burst)
-        attn_bwd = 2.5 * attn_fwd  # recomputes the scores, then dV, dP, dQ, dK: 5 matmuls to forward's 2
+    if model.flash_attention:  # the kernel's published rate for this GPU, head size, mask, direction, length
+        attn_fwd, attn_bwd = kernels.attention_time(cluster.gpu, layout.attention_kernel, tokens, s, model.head_dim,
+                                                    heads)
     else:
         scores = tokens * s * heads * BF16  # this rank's s×s scores, written once by Q·Kᵀ
         qk = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.sustained_flops,
@@ -241,6 +270,8 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         recompute = attn_fwd
     else:
         recompute = 0.0  # FlashAttention recomputes its scores inside its own backward already
+    if layout.recompute == "full":  # one layer in every `recompute_every` replayed (the average layer)
+        recompute /= layout.recompute_every
     # TP: two collectives of the [tokens, h] activation each way
     activation = tokens * h * BF16
     if t > 1:
@@ -400,21 +431,59 @@ def sharded_traffic(psi: float, zero_stage: int, shards: int, replicas: int = 1,
     return out
 
 
+def chunk_layers(layers: int, p: int, v: int) -> list[int]:
+    """Layers of each of the p·v model chunks, in stage order. Up to one layer a chunk: ceil(L/(p·v)) each, the
+    busiest split, which sets the pace. Beyond (p·v = L + 1 or L + 2), Llama 3's placement (Dubey et al. 2024,
+    sec. 3.3.2, "Pipeline parallelism"): one layer a chunk, the first chunk holding only the embedding and, with
+    L + 2 chunks, the last only the output layer and the loss."""
+    chunks = p * v
+    if chunks <= layers:
+        return [math.ceil(layers / chunks)] * chunks
+    return [0] + [1] * layers + [0] * (chunks - layers - 1)
+
+
+def layer_activation_bytes_per_token(model: Model) -> float:
+    """Bytes one layer keeps for backward per token, bf16, the attention scores aside (fused, or recomputed), in
+    Korthikanti et al.'s decomposition (sec. 4.1): the two norms' inputs, the Q/K/V projection's input, Q, K, V
+    (K and V of the key/value heads only), the attention output, the MLP's input, 2 bytes an element; the MLP's
+    activations (GeLU: its input and output, 2·f each; SwiGLU: gate, up and their product, 3·f; the routed
+    experts' top_k copies); a 1-byte dropout mask after attention and after the MLP. A GPT-3 layer (MHA,
+    GeLU of 4h, dropout) comes to their 34·h."""
+    h, kv = model.hidden, model.kv_heads * model.head_dim
+    f = model.ffn_hidden * (model.top_k if model.experts else 1)
+    mlp = (6 if model.gated_mlp else 4) * f
+    masks = 2 * h if model.dropout else 0
+    return 2 * (6 * h + 2 * kv) + mlp + masks
+
+
+def layer_activation_bytes(model: Model, layout: Layout, micro_batch: int, recompute: str) -> float:
+    """Bytes one layer keeps for backward on one GPU: formulas' (Korthikanti's) count, with this model's own
+    tensors (layer_activation_bytes_per_token) and, with CP by all-gather, the other ranks' K and V."""
+    t, c = layout.tp, layout.cp
+    if recompute == "none" and model.flash_attention:
+        recompute = "selective"  # FlashAttention never stores the s×s scores (REFERENCE.md)
+    per_layer = formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads, t,
+                                                    recompute, layout.sequence_parallel)
+    if recompute != "full":  # Korthikanti's 34·h bytes a token are a GPT-3 layer's; this model's own, tensor by tensor
+        per_layer += micro_batch * model.seq_len / c * (layer_activation_bytes_per_token(model) - 34 * model.hidden) / t
+    if c > 1 and layout.cp_comm == "all_gather" and recompute != "full":  # the other ranks' K, V kept for backward
+        kv_heads = kv_heads_per_tp_rank(model, t)
+        per_layer += (c - 1) * 2 * micro_batch * model.seq_len / c * kv_heads * model.head_dim * BF16
+    return per_layer
+
+
 def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
     """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations."""
     dp = layout.dp(cluster.gpus)
     t, p, c = layout.tp, layout.pp, layout.cp
     recompute = layout.recompute
-    if recompute == "none" and model.flash_attention:
-        recompute = "selective"  # FlashAttention never stores the s×s scores (REFERENCE.md)
-    per_layer = formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads, t,
-                                                    recompute, layout.sequence_parallel)
-    if model.gated_mlp:  # Korthikanti's 34 counts a 4h GeLU MLP; SwiGLU keeps two f-wide inputs and an output
-        per_layer *= (34 + 6 * (model.ffn_hidden / model.hidden - 4)) / 34 if recompute != "full" else 1
-    if c > 1 and layout.cp_comm == "all_gather" and recompute != "full":  # the other ranks' K, V kept for backward
-        kv_heads = kv_heads_per_tp_rank(model, t)
-        per_layer += (c - 1) * 2 * micro_batch * model.seq_len / c * kv_heads * model.head_dim * BF16
-    layers = math.ceil(model.layers / p)
+    if recompute == "full" and layout.recompute_every > 1:  # the average layer: 1 in n keeps its input only
+        kept = layer_activation_bytes(model, layout, micro_batch, "none")
+        per_layer = (layer_activation_bytes(model, layout, micro_batch, "full")
+                     + (layout.recompute_every - 1) * kept) / layout.recompute_every
+    else:
+        per_layer = layer_activation_bytes(model, layout, micro_batch, recompute)
+    chunks = chunk_layers(model.layers, p, v)
     if layout.schedule == "gpipe":
         in_flight = m
     else:
@@ -425,6 +494,7 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
         for params, ranks in zip(stage_param_split(model, layout, stage), shard_ranks(layout, dp * c)):
             for role, nbytes in formulas.model_state_bytes(params, "bf16", layout.zero_stage, ranks).items():
                 states[role] = states.get(role, 0.0) + nbytes
+        layers = sum(chunks[stage::p])  # the stage's chunks (Llama 3's placement: the first holds no layer)
         acts = per_layer * layers * in_flight if stage == 0 else per_layer * layers * min(in_flight, max(1, v))
         if recompute == "full":  # the layer being replayed holds its whole activations for a moment
             acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
@@ -476,6 +546,9 @@ def choose(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = Fa
     elif layout.schedule == "interleaved_1f1b" and layout.pp > 1:
         per_stage = model.layers // layout.pp
         vs = [v for v in range(1, per_stage + 1) if per_stage % v == 0]
+        vs += [v for v in {(model.layers + 1) / layout.pp, (model.layers + 2) / layout.pp}  # one layer a chunk
+               if v == int(v) and v > per_stage]
+        vs = [int(v) for v in vs]
     else:
         vs = [1]
     candidates = trials(model, cluster, layout, sizes, vs)
@@ -515,9 +588,10 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     f_layer = lt.forward + lt.tp_forward + lt.cp_forward_exposed + lt.ep_exposed / 2 + zero3_f
     tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight) if layout.overlap_tp_comm else lt.tp_backward
     bi_layer = lt.backward_input + lt.recompute + tp_bwd_exposed + lt.cp_backward_exposed + lt.ep_exposed / 2
-    replays = 2 if layout.recompute == "full" else 1  # forwards per micro-batch: the replayed one communicates again
+    # forwards per micro-batch and layer: a replayed one communicates again (one layer in every recompute_every)
+    replays = 1 + 1 / layout.recompute_every if layout.recompute == "full" else 1
     if layout.recompute == "full":
-        bi_layer += lt.tp_forward + lt.cp_forward_exposed
+        bi_layer += (lt.tp_forward + lt.cp_forward_exposed) / layout.recompute_every
     bw_compute = lt.backward_weight
     # the first and last stages also run the embedding and the output layer with its loss
     logits_f = matmul_time(tokens, model.vocab / t, model.hidden, cluster) + memory_time(
@@ -549,8 +623,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         else:
             embed_f = head_b = collectives.all_reduce(whole, g["tp"], cluster)
     stages = p * v
-    dur = {"F": [f_layer * layers_per_chunk] * stages, "B": [bi_layer * layers_per_chunk] * stages,
-           "W": [bw_layer * layers_per_chunk] * stages}
+    chunks = chunk_layers(model.layers, p, v)
+    dur = {"F": [f_layer * n for n in chunks], "B": [bi_layer * n for n in chunks], "W": [bw_layer * n for n in chunks]}
     dur["F"][-1] += logits_f
     dur["B"][-1] += logits_b / 2
     dur["W"][-1] += logits_b / 2

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from simulations.hardware import Cluster
+from simulations.estimate.kernels import ATTENTION_KERNELS, AttentionKernel
 from simulations.estimate.models import Model
 
 Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
@@ -21,6 +22,8 @@ Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
 CPComm = Literal["ring", "all_to_all", "all_gather"]
 CP_COMMS = get_args(CPComm)
 Recompute = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp8"]
+PRECISIONS = get_args(Precision)
 SCHEDULES = get_args(Schedule)
 
 
@@ -63,6 +66,16 @@ class Layout:
     # --gradient-accumulation-fusion, 2022). False: a backward hook adds each micro-batch's gradient to the
     # accumulator afterwards (param.main_grad.add_(param.grad), Megatron-LM's DDP), a memory-bound pass.
     grad_accumulation_fusion: bool = True
+    # The fused attention kernel (kernels.py): auto (FlashAttention-2 on A100, cuDNN on Hopper and Blackwell),
+    # fa2, fa3 (Hopper), cudnn, or triton_fa1 (the 2022 Triton FlashAttention LLM Foundry ran in 2023).
+    # Ignored for a model without fused attention (Model.flash_attention False).
+    attention_kernel: AttentionKernel = "auto"
+    # The layers' linear layers in bf16, or in FP8 with per-tensor delayed scaling (TransformerEngine's fp8_autocast:
+    # FP8 GEMMs, casts around them; attention, norms, the output layer and the optimizer states as in bf16).
+    precision: Precision = "bf16"
+    # With recompute "full": one layer in every n recomputed, the others keeping their activations (torchtitan's
+    # activation_checkpoint mode "selective" with selective_ac_option "n"; Megatron-LM's --recompute-num-layers).
+    recompute_every: int = 1
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)
@@ -88,6 +101,17 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         raise LayoutError("pp", f"must be at most the layers ({model.layers}), got {p}")
     if model.seq_len % (2 * c) and c > 1:
         raise LayoutError("cp", f"2·cp must divide the sequence length ({model.seq_len}), got cp = {c}")
+    if layout.recompute_every < 1:
+        raise LayoutError("recompute_every", f"must be ≥ 1, got {layout.recompute_every}")
+    if layout.recompute_every > 1 and layout.recompute != "full":
+        raise LayoutError("recompute_every", f"recomputing every n-th layer needs recompute full, got {layout.recompute}")
+    if layout.precision not in PRECISIONS:
+        raise LayoutError("precision", f"must be bf16 or fp8, got {layout.precision!r}")
+    if layout.precision == "fp8" and not cluster.gpu.fp8_flops:
+        raise LayoutError("precision", f"fp8 needs FP8 tensor cores (H100, H200, B200); {cluster.gpu.title} has none")
+    if layout.attention_kernel not in ATTENTION_KERNELS:
+        raise LayoutError("attention_kernel", f"must be one of {', '.join(ATTENTION_KERNELS)}, "
+                                              f"got {layout.attention_kernel!r}")
     if layout.cp_comm not in CP_COMMS:
         raise LayoutError("cp_comm", f"must be one of {', '.join(CP_COMMS)}, got {layout.cp_comm!r}")
     if layout.cp_comm == "all_to_all" and c > 1:
@@ -118,9 +142,10 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
             raise LayoutError("virtual_stages", f"must be ≥ 1, got {v}")
         if v > 1 and layout.schedule != "interleaved_1f1b":
             raise LayoutError("virtual_stages", f"more than 1 needs schedule interleaved_1f1b, got {layout.schedule}")
-        if p * v > model.layers:
-            raise LayoutError("virtual_stages", f"pp·virtual_stages must be at most the layers ({model.layers}), "
-                                                f"got {p}·{v}")
+        if p * v > model.layers + 2:  # one layer a chunk, and the embedding and the output in chunks of their own
+            raise LayoutError("virtual_stages", f"pp·virtual_stages must be at most the layers + 2 "
+                                                f"({model.layers + 2}: one layer a chunk, the embedding and the output "
+                                                f"in chunks of their own), got {p}·{v}")
 
 
 def check_zero_shards(layout: Layout, dpc: int) -> None:

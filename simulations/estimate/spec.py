@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simulations.hardware import GPUS, Cluster, cluster
+from simulations.estimate.kernels import ATTENTION_KERNELS
 from simulations.estimate.layout import Layout, LayoutError, parse_auto, validate
 from simulations.estimate.models import MODELS, Model
 
@@ -22,11 +23,12 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
           flash_attention: bool | None = None, gated_mlp: bool | None = None, dropout: bool | None = None,
           overlap_grad_reduce: bool = True, overlap_param_gather: bool = True, overlap_tp_comm: bool = True,
           overlap_p2p_comm: bool = True, grad_accumulation_fusion: bool = True, grad_reduce_dtype: str = "bf16",
+          attention_kernel: str = "auto", precision: str = "bf16", recompute_every: int = 1, network_gbps: float | None = None,
           check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
     """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
     every shape field; raises LayoutError naming the field at fault. `check_layout=False` (the layout
     search, which tries its own TP, PP, CP) checks the model, the cluster and the batch only. The overlap and
-    fusion switches and `grad_reduce_dtype` describe the training software (Layout's fields say what each
+    fusion switches, `grad_reduce_dtype` and `attention_kernel` describe the training software (Layout's fields say what each
     does); the defaults are today's Megatron-core."""
     shape = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
                  seq_len=seq_len)
@@ -67,7 +69,10 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
         raise LayoutError("gpus_per_node", f"must be 1..72, got {gpus_per_node}")
     if gpus % gpus_per_node and gpus > gpus_per_node:
         raise LayoutError("gpus", f"must fill whole nodes: a multiple of gpus_per_node ({gpus_per_node}), got {gpus}")
-    hw = cluster(gpu, gpus, gpus_per_node)
+    if network_gbps is not None and not 0 < network_gbps <= 1e6:
+        raise LayoutError("network_gbps", f"must be > 0 and at most 1,000,000 Gb/s per node, got {network_gbps}")
+    # the node's network bandwidth, all its NICs together (Gb/s); default: the GPU's catalog node (hardware.py)
+    hw = cluster(gpu, gpus, gpus_per_node, node_egress=None if network_gbps is None else network_gbps * 1e9 / 8)
     layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, zero_stage=zero_stage, cp_comm=cp_comm,  # type: ignore[arg-type]
                     zero_shards=zero_shards, schedule=schedule,  # type: ignore[arg-type]
                     virtual_stages=parse_auto("virtual_stages", virtual_stages),
@@ -76,9 +81,17 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
                     overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
                     overlap_tp_comm=overlap_tp_comm, overlap_p2p_comm=overlap_p2p_comm,
                     grad_accumulation_fusion=grad_accumulation_fusion,
-                    grad_reduce_bytes=4 if grad_reduce_dtype == "fp32" else 2)
+                    grad_reduce_bytes=4 if grad_reduce_dtype == "fp32" else 2,
+                    attention_kernel=attention_kernel, precision=precision,  # type: ignore[arg-type]
+                    recompute_every=recompute_every)
     if layout.virtual_stages is None and schedule != "interleaved_1f1b":
         layout = replace(layout, virtual_stages=1)
+    if attention_kernel not in ATTENTION_KERNELS:
+        raise LayoutError("attention_kernel", f"must be one of {', '.join(ATTENTION_KERNELS)}, got {attention_kernel!r}")
+    if precision not in ("bf16", "fp8"):
+        raise LayoutError("precision", f"must be bf16 or fp8, got {precision!r}")
+    if precision == "fp8" and not hw.gpu.fp8_flops:
+        raise LayoutError("precision", f"fp8 needs FP8 tensor cores (H100, H200, B200); {hw.gpu.title} has none")
     if not check_layout:
         if global_batch < 1:
             raise LayoutError("global_batch", f"must be ≥ 1, got {global_batch}")

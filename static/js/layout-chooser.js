@@ -1,5 +1,6 @@
 /**
- * The layout chooser: model, sequence length, GPUs and GPU type in -> GET /api/estimate/search
+ * The layout chooser: model, sequence length, GPUs, GPU type, attention kernel and network bandwidth in ->
+ * GET /api/estimate/search
  * (simulations.estimate on the server: every TP × PP × CP layout the cluster allows, ZeRO-1 or 3,
  * 1F1B or interleaved, each with its fastest micro-batch and virtual stages that fit) -> the best
  * few layouts ranked by step time, with memory per GPU, MFU, exposed communication and bubble.
@@ -18,6 +19,11 @@ const FIELDS = [
   { name: 'gpu', label: 'GPU', type: 'select', options: Object.entries(GPU_NAMES) },
   { name: 'gpus', label: 'GPUs', type: 'number', min: 8, step: 8 },
   { name: 'global_batch', label: 'Batch (sequences)', type: 'number', min: 1 },
+  // the software and the network, as the estimator takes them (kernels.py; empty bandwidth: the GPU's DGX node)
+  { name: 'attention_kernel', label: 'Attention', type: 'select',
+    options: [['auto', 'auto'], ['fa2', 'FlashAttention-2'], ['fa3', 'FlashAttention-3'], ['cudnn', 'cuDNN'],
+              ['triton_fa1', 'Triton (2022)'], ['fa1', 'FlashAttention (v1)']] },
+  { name: 'network_gbps', label: 'Network / node (Gb/s)', type: 'number', min: 100, step: 100 },
 ];
 
 const COLUMNS = [

@@ -15,12 +15,14 @@ def client() -> TestClient:
 
 
 def test_estimate_returns_the_model_and_the_chosen_layout(client):
-    r = client.get("/api/estimate", params={"model": "llama3-405b", "gpus": 16384, "tp": 8, "pp": 16,
+    # Llama 3's own layout: gradients and optimizer states sharded (ZeRO-2, the paper's FSDP), V chosen by auto
+    r = client.get("/api/estimate", params={"model": "llama3-405b", "gpus": 16384, "tp": 8, "pp": 16, "zero_stage": 2,
                                             "schedule": "interleaved_1f1b", "global_batch": 2048})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["dp"] == 128 and body["micro_batches"] * body["micro_batch"] * body["dp"] == 2048
-    assert body["fits"] is True and body["memory_per_gpu_bytes"]["total"] <= body["gpu_memory_bytes"]
+    assert body["fits"] is True and body["memory_per_gpu_bytes"]["total"] <= body["usable_memory_bytes"]
+    assert body["validation"]["runs"] > 0 and "megatron-style runs on H100" in body["validation"]["scope"]
     assert body["tokens_per_s"] == pytest.approx(2048 * 8192 / body["step_time_s"])
 
 
@@ -328,3 +330,18 @@ def test_a_published_run_can_be_described_through_the_api_alone(client):
     assert fp32["comm_bytes_per_gpu"]["dp"] == pytest.approx(2 * r.json()["comm_bytes_per_gpu"]["dp"])
     bad = client.get("/api/estimate", params={**query, "grad_reduce_dtype": "fp16"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "grad_reduce_dtype"]
+
+
+def test_attention_kernel_and_network_bandwidth_can_be_set(client):
+    base = {"model": "llama3-8b", "gpus": 64, "tp": 1, "global_batch": 64, "micro_batch": 1, "seq_len": 16384}
+    fa3 = client.get("/api/estimate", params={**base, "attention_kernel": "fa3"}).json()
+    fa2 = client.get("/api/estimate", params={**base, "attention_kernel": "fa2"}).json()
+    assert fa3["attention_kernel"] == "fa3" and fa3["step_time_s"] < fa2["step_time_s"]
+    a100 = client.get("/api/estimate", params={**base, "gpu": "a100-40gb"}).json()
+    assert a100["attention_kernel"] == "fa2" and a100["gpu_memory_bytes"] == 40e9
+    slow = client.get("/api/estimate", params={**base, "network_gbps": 100}).json()
+    auto = client.get("/api/estimate", params=base).json()
+    assert slow["network_gbps"] == 100 and slow["step_time_s"] > auto["step_time_s"]
+    for query, field in (({"attention_kernel": "fa9"}, "attention_kernel"), ({"network_gbps": 0}, "network_gbps")):
+        bad = client.get("/api/estimate", params={**base, **query})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", field], bad.text

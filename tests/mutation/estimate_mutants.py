@@ -1,7 +1,8 @@
 """Planted bugs in the cluster estimator (simulations/estimate/), each of which its tests must catch.
 
-The estimator's checks are the hand-computed cases of tests/unit/test_estimate.py and the published
-training runs of tests/unit/test_estimate_validation.py; neither shares the cost model's code. Each
+The estimator's checks are the hand-computed cases of tests/unit/test_estimate.py, the invariants of
+tests/unit/test_estimate_invariants.py, and the published training runs of tests/unit/test_estimate_validation.py
+and tests/unit/test_estimate_other_stacks.py; none shares the cost model's code. Each
 mutant is (module, an exact snippet of it, its replacement). `pytest -p tests.mutation.estimate_mutants`
 with DISTDECK_ESTIMATE_MUTANT=<id> runs those tests against the mutated module: the module's source is
 re-executed, mutated, in the module's own namespace before the tests import it, so every function that
@@ -26,7 +27,7 @@ class EstimatorMutant:
 
 MUTANTS = [
     EstimatorMutant("no-weight-gradients", "simulations.estimate.cost",
-                    "backward_w += matmul_time(k, n, rows, cluster)", "backward_w += 0.0",
+                    "backward_w += matmul_time(k, n, rows, cluster, fp8)", "backward_w += 0.0",
                     "backward computes the input gradients only (half its matmuls)"),
     EstimatorMutant("full-recompute-free", "simulations.estimate.cost",
                     "        recompute = forward", "        recompute = 0.0",
@@ -54,6 +55,21 @@ MUTANTS = [
     EstimatorMutant("interleaving-holds-no-extra-activations", "simulations.estimate.cost",
                     "in_flight = min(p, m) * (1 + (p - 1) / (p * v) if v > 1 else 1)", "in_flight = min(p, m)",
                     "interleaved 1F1B's deeper warm-up keeps no more activations than 1F1B"),
+    EstimatorMutant("all-gather-priced-as-its-shard", "simulations.estimate.collectives",
+                    "sent = formulas.all_gather_bytes(size, group.size)",
+                    "sent = formulas.all_gather_bytes(size / group.size, group.size)",
+                    "an all-gather (and a reduce-scatter) charged the bytes of one shard, not of the whole"),
+    EstimatorMutant("zero3-gradients-reduced-in-bf16", "simulations.estimate.cost",
+                    "collectives.reduce_scatter(layout.grad_reduce_bytes * r.layer, r.group, cluster)",
+                    "collectives.reduce_scatter(BF16 * r.layer, r.group, cluster)",
+                    "ZeRO-3's gradient reduce-scatter priced in bf16 though the run reduces in fp32"),
+    EstimatorMutant("attention-backward-at-forward-rate", "simulations.estimate.kernels",
+                    'backward = 2.5 * forward_flops / attention_rate(gpu, kernel, head_dim, "backward", causal, context)',
+                    'backward = 2.5 * forward_flops / attention_rate(gpu, kernel, head_dim, "forward", causal, context)',
+                    "the attention kernel's backward priced at its forward's rate"),
+    EstimatorMutant("sequence-parallel-ignored-in-memory-bound-passes", "simulations.estimate.cost",
+                    "sp = t if (layout.sequence_parallel and t > 1) else 1", "sp = 1",
+                    "sequence parallelism's split of the norms and residual adds over TP ignored"),
 ]
 BY_ID = {m.id: m for m in MUTANTS}
 

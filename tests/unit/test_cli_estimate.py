@@ -42,7 +42,7 @@ def test_custom_model_prints_a_table():
     (["--gpus", "1000", "--pp", "2"], "--gpus must be a multiple of tp·pp·cp = 16, got 1000"),
     (["--pp", "4", "--virtual-stages", "2"], "--virtual-stages more than 1 needs schedule interleaved_1f1b"),
     (["--micro-batch", "lots"], "--micro-batch must be auto or a positive integer"),
-    (["--gpu", "tpu"], "--gpu must be one of a100-80gb, h100-80gb, h200, b200"),
+    (["--gpu", "tpu"], "--gpu must be one of a100-80gb, a100-40gb, h100-80gb, h200, b200"),
     (["--model", "custom", "--layers", "4"], "--hidden model=custom needs hidden, heads, vocab, seq_len"),
     (["--cp", "16", "--cp-comm", "all_to_all"], "--cp all_to_all needs cp to divide the attention heads per TP rank"),
     (["--cp-comm", "zigzag"], "--cp-comm must be one of ring, all_to_all, all_gather, got 'zigzag'"),
@@ -50,6 +50,10 @@ def test_custom_model_prints_a_table():
     (["--zero-shards", "8"], "--zero-shards hybrid sharding needs zero_stage 3"),
     (["--zero-shards", "many"], "Invalid value for '--zero-shards'"),
     (["--grad-reduce-dtype", "fp16"], "--grad-reduce-dtype must be bf16 or fp32, got 'fp16'"),
+    (["--attention-kernel", "fa9"], "--attention-kernel must be one of auto, fa2, fa3, cudnn, triton_fa1, fa1, got 'fa9'"),
+    (["--network-gbps", "0"], "--network-gbps must be > 0"),
+    (["--precision", "fp8", "--gpu", "a100-80gb"], "--precision fp8 needs FP8 tensor cores"),
+    (["--precision", "int4"], "--precision must be bf16 or fp8, got 'int4'"),
 ])
 def test_invalid_layouts_exit_2_with_a_message(args, message):
     result = runner.invoke(cli, ["estimate", *args])
@@ -66,3 +70,17 @@ def test_hybrid_sharding_and_ulysses_show_in_the_table_and_json():
     assert "ZeRO-3 in groups of 8" in table.output and "CP by all_to_all" in table.output
     out = json.loads(runner.invoke(cli, [*args, "--json"]).output)
     assert (out["cp_comm"], out["zero_shards"]) == ("all_to_all", 8)
+
+
+def test_the_software_and_the_network_are_inputs():
+    """The attention kernel and the node's network bandwidth change the estimate the way they should: FA3 beats
+    the 2022 Triton kernel on a long sequence; a slower network never makes a data-parallel step faster."""
+    base = ["estimate", "--model", "llama3-8b", "--seq-len", "16384", "--gpus", "64", "--tp", "1",
+            "--global-batch", "64", "--micro-batch", "1", "--json"]
+    runs = {k: json.loads(runner.invoke(cli, [*base, "--attention-kernel", k]).output) for k in ("fa3", "triton_fa1")}
+    assert runs["fa3"]["attention_kernel"] == "fa3"
+    assert runs["fa3"]["step_time_s"] < runs["triton_fa1"]["step_time_s"]
+    auto = json.loads(runner.invoke(cli, base).output)
+    assert auto["attention_kernel"] == "cudnn" and auto["network_gbps"] == pytest.approx(3200)
+    slow = json.loads(runner.invoke(cli, [*base, "--network-gbps", "100"]).output)
+    assert slow["network_gbps"] == pytest.approx(100) and slow["step_time_s"] > auto["step_time_s"]

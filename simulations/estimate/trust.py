@@ -1,0 +1,54 @@
+"""How far to trust an estimate: the estimator's error on published runs of the same kind.
+
+The errors are the validation tests' own (tests/unit/test_estimate_validation.py, test_estimate_heldout.py,
+test_estimate_other_stacks.py): every row they compare, its GPU, its kind of stack and its error, written to
+validation.json next to this module by `python -m tests.unit.test_estimate_trust --write`, and checked by that
+test module to be what the tables give today (so a change to the model that moves an error fails until the
+file is regenerated). Nothing here is typed by hand.
+
+"Of the same kind": the same GPU model (A100, H100, ...) and the same kind of layout, FSDP-style (ZeRO-2/3 data
+parallelism with no tensor or pipeline parallelism) or Megatron-style (everything else); failing that, the same
+kind on any GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from functools import cache
+from pathlib import Path
+
+VALIDATION = Path(__file__).with_name("validation.json")
+
+
+def layout_kind(tp: int, pp: int, zero_stage: int) -> str:
+    return "fsdp" if tp == 1 and pp == 1 and zero_stage >= 2 else "megatron"
+
+
+def gpu_family(gpu: str) -> str:
+    return gpu.split("-")[0]
+
+
+@cache
+def published_rows() -> tuple[dict, ...]:
+    return tuple(json.loads(VALIDATION.read_text())["rows"])
+
+
+def trust(gpu: str, tp: int, pp: int, zero_stage: int) -> dict:
+    """The validation error on published runs like this one: how many, the median and worst |error|, the share
+    on which the estimate was too fast, and which runs (same GPU and kind, or same kind on any GPU)."""
+    kind = layout_kind(tp, pp, zero_stage)
+    rows = [r for r in published_rows() if r["kind"] == kind and gpu_family(r["gpu"]) == gpu_family(gpu)]
+    scope = f"{kind}-style runs on {gpu_family(gpu).upper()}"
+    if not rows:
+        rows = [r for r in published_rows() if r["kind"] == kind]
+        scope = f"{kind}-style runs on other GPUs (none published on {gpu_family(gpu).upper()})"
+    errors = [abs(r["error"]) for r in rows]
+    return {"runs": len(rows), "scope": scope, "median_error": statistics.median(errors), "worst_error": max(errors),
+            "optimistic_share": sum(r["error"] > 0 for r in rows) / len(rows),
+            "tables": sorted({r["table"] for r in rows})}
+
+
+def sentence(t: dict) -> str:
+    return (f"within ±{t['worst_error']:.0%} (median {t['median_error']:.0%}) on {t['runs']} published {t['scope']}; "
+            f"too fast on {t['optimistic_share']:.0%} of them")

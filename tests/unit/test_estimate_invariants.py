@@ -1,0 +1,195 @@
+"""What must hold of any estimate, whatever the layout: checked by hand against the kernels' published figures,
+and over random valid layouts (a fixed seed, so a failure reproduces).
+
+- the attention kernel's time is its FLOPs over the rate the FlashAttention-3 paper prints, forward and backward
+  each at its own rate (typed here from the paper, not read from kernels.py);
+- sequence parallelism splits the memory-bound passes of the norms and residual adds over the TP ranks;
+- no MFU above what the GPU sustains on matmuls (sustained ÷ peak);
+- more network bandwidth, or more memory, never makes an estimate worse;
+- every estimate's parts add up: memory by role to its total, exposed communication within the total of its kind,
+  compute within the step.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from simulations.estimate import GPUS, Layout, LayoutError, build, cluster, estimate, gpt
+from simulations.estimate.collectives import Group
+from simulations.estimate.cost import layer_time
+from simulations.estimate.kernels import attention_time
+
+H100 = GPUS["h100-80gb"]
+SUSTAINED_OVER_BURST = 698.6 / 794.5  # hardware.py: H100 sustained (MSMF as H200, all 8 busy) / its MAMF
+
+
+def test_attention_forward_and_backward_each_at_their_published_rate():
+    """FA3 on H100, head dim 128, 16k tokens, no mask: the paper's Figure 5 prints 648 TFLOP/s forward, Figure 6
+    561 backward; the backward does 2.5 times the forward's FLOPs."""
+    queries = context = 16384
+    heads, head_dim = 16, 128
+    flops = 4 * queries * context * head_dim * heads
+    forward, backward = attention_time(H100, "fa3", queries, context, head_dim, heads, causal=False)
+    assert forward == pytest.approx(flops / (648e12 * SUSTAINED_OVER_BURST), rel=1e-9)
+    assert backward == pytest.approx(2.5 * flops / (561e12 * SUSTAINED_OVER_BURST), rel=1e-9)
+    # causal: half the FLOPs, at the causal forward rate (616 at 16k, Figure 5)
+    causal_forward, _ = attention_time(H100, "fa3", queries, context, head_dim, heads, causal=True)
+    assert causal_forward == pytest.approx(flops / 2 / (616e12 * SUSTAINED_OVER_BURST), rel=1e-9)
+
+
+def test_head_dim_64_and_fa2_on_h100_are_slower_than_fa3_at_128():
+    """The papers' ordering: FA2 reaches about 35 % of H100's peak, FA3 about 60 %; head dim 64 lower still."""
+    rate = {(k, d): attention_time(H100, k, 8192, 8192, d, 2048 // d)[0] for k in ("fa2", "fa3") for d in (64, 128)}
+    assert rate[("fa3", 128)] < rate[("fa3", 64)] < rate[("fa2", 64)]
+    assert rate[("fa3", 128)] < rate[("fa2", 128)]
+
+
+def test_sequence_parallelism_splits_the_norm_and_residual_passes():
+    """With SP the two norms (read and write in fp32: 2·4h bytes... per token) and the two residual adds (3h) run on
+    a TP rank's 1/t of the tokens; without it every TP rank runs them all. The forward differs by exactly those
+    bytes over HBM at its streaming efficiency (0.85 of 3.35 TB/s)."""
+    model = gpt(24, 4096, 32, seq_len=4096)
+    model = replace(model, dropout=False, flash_attention=True)
+    hw = cluster("h100-80gb", 8)
+    t, tokens = 8, 4096
+    tp = Group(8, 8)
+    forward = {sp: layer_time(model, Layout(tp=t, sequence_parallel=sp), hw, 1, tp, Group(1, 1), Group(1, 1)).forward
+               for sp in (True, False)}
+    norm_and_residual_bytes = tokens * (2 * 4 * 4096 + 2 * 3 * 4096)  # bf16/2 per the count above: 1 byte a unit
+    by_hand = norm_and_residual_bytes * (1 - 1 / t) / (3350e9 * 0.85)
+    assert forward[False] - forward[True] == pytest.approx(by_hand, rel=1e-6)
+
+
+def _random_layouts(count: int, seed: int = 2026):
+    """Valid layouts of the presets and a few custom GPTs on 8-4096 GPUs, with fixed micro-batch and V."""
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        model = rng.choice(["llama3-8b", "llama3-70b", "gpt3-175b", "custom"])
+        shape = dict(layers=24, hidden=2048, heads=16, vocab=50368, seq_len=rng.choice([1024, 2048, 8192])) \
+            if model == "custom" else {}
+        gpu = rng.choice(list(GPUS))
+        tp, pp, cp = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4]), rng.choice([1, 1, 2])
+        gpus = tp * pp * cp * rng.choice([1, 2, 4, 16, 64])
+        dp = gpus // (tp * pp * cp)
+        micro = rng.choice([1, 2])
+        zero = rng.choice([0, 1, 3]) if pp == 1 else rng.choice([0, 1])
+        batch = dp * micro * pp * rng.choice([1, 2, 4])
+        kw = dict(gpu=gpu, gpus=max(gpus, 1), tp=tp, pp=pp, cp=cp, zero_stage=zero, micro_batch=micro,
+                  global_batch=batch, recompute=rng.choice(["none", "selective", "full"]),
+                  attention_kernel=rng.choice(["auto", "fa2", "fa3", "cudnn", "triton_fa1"]),
+                  virtual_stages=1, **shape)
+        try:
+            out.append((model, kw, estimate(*build(model, **kw))))
+        except LayoutError:
+            continue
+    return out
+
+
+@pytest.fixture(scope="module")
+def random_estimates():
+    return _random_layouts(40)
+
+
+def test_no_mfu_above_what_the_gpu_sustains(random_estimates):
+    for model, kw, e in random_estimates:
+        gpu = e.cluster.gpu
+        assert e.mfu <= gpu.sustained_flops / gpu.peak_flops, (model, kw, e.mfu)
+
+
+def test_every_estimate_adds_up(random_estimates):
+    for model, kw, e in random_estimates:
+        memory = e.memory_per_gpu_bytes
+        assert memory["total"] == pytest.approx(sum(v for k, v in memory.items() if k != "total"))
+        assert 0 < e.compute_s <= e.step_time_s * (1 + 1e-9), (model, kw)
+        assert 0 <= e.bubble_fraction < 1
+        for kind, exposed in e.exposed_by_kind.items():
+            if kind != "pp":
+                assert exposed <= e.comm_total_s.get(kind, 0.0) * (1 + 1e-9) + 1e-12, (model, kw, kind)
+
+
+def test_more_network_bandwidth_never_makes_a_step_slower(random_estimates):
+    for model, kw, e in random_estimates[:15]:
+        faster = estimate(*build(model, **kw, network_gbps=e.cluster.node_egress * 8 / 1e9 * 4))
+        assert faster.step_time_s <= e.step_time_s * (1 + 1e-9), (model, kw)
+
+
+def test_more_memory_never_makes_the_chosen_layout_worse():
+    """`auto` picks the fastest micro-batch that fits: a GPU with twice the memory can only do as well or better."""
+    model, hw, layout = build("llama3-8b", gpus=64, tp=1, global_batch=512, recompute="none")
+    bigger = replace(hw, gpu=replace(hw.gpu, memory_total=2 * hw.gpu.usable_bytes))
+    small, large = estimate(model, hw, layout), estimate(model, bigger, layout)
+    assert large.fits and large.step_time_s <= small.step_time_s
+
+
+def test_llama3_one_layer_a_chunk_is_placeable():
+    """Llama 3 405B's V = 8 on 16 stages (126 layers + the embedding's and the output's chunks) was refused."""
+    model, hw, layout = build("llama3-405b", gpus=8192, tp=8, pp=16, schedule="interleaved_1f1b", virtual_stages=8,
+                              micro_batch=1, global_batch=2048, recompute="none")
+    e = estimate(model, hw, layout)
+    assert e.layout.virtual_stages == 8
+    # the first stage's chunks hold 7 layers and the embedding: fewer activations than 8 layers would
+    eight = estimate(*build("llama3-405b", gpus=8192, tp=8, pp=16, schedule="interleaved_1f1b", virtual_stages=4,
+                            micro_batch=1, global_batch=2048, recompute="none"))
+    assert e.bubble_fraction < eight.bubble_fraction
+    with pytest.raises(LayoutError, match="layers \\+ 2"):
+        build("llama3-405b", gpus=8192, tp=8, pp=16, schedule="interleaved_1f1b", virtual_stages=9)
+
+
+def _nvlink_ring_all_gather(size: float) -> float:
+    """An all-gather (or reduce-scatter) of `size` bytes over 8 H100s of one node, by hand: 7/8 of it at the measured
+    bus bandwidth (370 GB/s), ramped for the message size (half at 58 MB · (370/150 − 1)), plus NCCL's 8.4 µs and
+    7 ring steps of 3.4 µs (hardware.py's sources)."""
+    bandwidth = 370e9
+    half = 58e6 * (370 / 150 - 1) * bandwidth / 450e9
+    return size * 7 / 8 / (bandwidth * size / (size + half)) + (8.4 + 7 * 3.4) * 1e-6
+
+
+@pytest.mark.parametrize("dtype, grad_bytes", [("fp32", 4), ("bf16", 2)])
+def test_zero3_gathers_in_bf16_and_reduces_in_the_gradient_dtype(dtype, grad_bytes):
+    """FSDP on one node: per layer and micro-batch, the bf16 parameters gathered twice (forward, backward) and the
+    gradients reduce-scattered in the reduction's dtype (fp32 under Composer's DEFAULT mixed precision)."""
+    model, hw, layout = build("custom", layers=4, hidden=1024, heads=8, vocab=32000, seq_len=2048, gpus=8, tp=1,
+                              zero_stage=3, micro_batch=1, global_batch=16, grad_reduce_dtype=dtype)
+    e = estimate(model, hw, layout)
+    layer = model.layer_params()
+    by_hand = model.layers * e.micro_batches * (2 * _nvlink_ring_all_gather(2 * layer)
+                                                + _nvlink_ring_all_gather(grad_bytes * layer))
+    assert e.comm_total_s["zero3"] == pytest.approx(by_hand, rel=1e-9)
+
+
+def test_fp8_matmuls_run_at_the_fp8_rate_and_pay_their_casts():
+    """H100's FP8 peak is twice its bf16 one (1,979 against 989 TFLOP/s dense, datasheet), at the same sustained
+    fraction; an 8192³ GEMM runs 2048 tiles of 128 × 256 in 16 waves over 132 SMs. The casts cost HBM passes: an FP8
+    run is faster than bf16, but by less than 2×; MFU is then counted against the FP8 peak."""
+    from simulations.estimate.cost import matmul_time
+
+    hw = cluster("h100-80gb", 8)
+    busy = 2048 / (16 * 132)
+    assert matmul_time(8192, 8192, 8192, hw, fp8=True) == pytest.approx(
+        2 * 8192**3 / (698.6e12 * 1979 / 989 * busy), rel=1e-9)
+    runs = {p: estimate(*build("llama3-70b", gpus=64, tp=8, global_batch=64, micro_batch=1, precision=p))
+            for p in ("bf16", "fp8")}
+    assert runs["bf16"].step_time_s / 2 < runs["fp8"].step_time_s < runs["bf16"].step_time_s
+    assert runs["fp8"].mfu <= 698.6 / 989
+
+
+def test_recomputing_every_other_layer_lies_between_none_and_full():
+    """Partial checkpointing, one layer in two (torchtitan's selective_ac_option "2"): half the replayed forward,
+    and activations halfway between keeping every layer's and keeping only the inputs."""
+    def run(recompute, every=1):
+        return estimate(*build("llama3-8b", gpus=8, tp=1, global_batch=8, micro_batch=1, recompute=recompute,
+                               recompute_every=every))
+
+    none, half, full = run("none"), run("full", 2), run("full")
+    assert none.step_time_s < half.step_time_s < full.step_time_s
+    assert half.compute_s - none.compute_s == pytest.approx((full.compute_s - none.compute_s) / 2, rel=1e-9)
+    acts = {k: e.memory_per_gpu_bytes["activations"] for k, e in (("none", none), ("half", half), ("full", full))}
+    assert acts["full"] < acts["half"] < acts["none"]
+    # halfway, but for the one layer a replay holds whole for a moment (counted with full recomputation)
+    assert acts["half"] == pytest.approx((acts["none"] + acts["full"]) / 2, rel=0.05)
+    with pytest.raises(LayoutError, match="needs recompute full"):
+        build("llama3-8b", gpus=8, tp=1, global_batch=8, recompute="selective", recompute_every=2)

@@ -1,0 +1,323 @@
+"""The estimator against published runs of stacks it was not built on: PyTorch FSDP (not Megatron).
+
+The tables of test_estimate_validation.py and test_estimate_heldout.py are all Megatron-family stacks. These
+are MosaicML's LLM Foundry throughput benchmarks (Composer on PyTorch FSDP, no tensor or pipeline parallelism),
+mosaicml/llm-foundry, scripts/train/benchmarking/README.md (file at commit 8c8dd48; tables added by
+b2a43a1, Oct 2023, and before), one table per GPU:
+
+- "A100 80GB with 1600 Gbps node-node interconnect (RoCE)": 61 rows, 125M-70B, sequence 512-65,536, 8-64 GPUs;
+- "A100 40GB with 1600 Gbps node-node interconnect (RoCE)": 78 rows, 8-128 GPUs;
+- "H100 80GB BF16": 52 rows, 8-64 GPUs, and "H100 80GB BF16 (Large Scale, >= 128 GPUs)": 18 rows, 128-512 GPUs;
+- "H100 80GB FP8": 7 rows, 1B and 3B on 8 GPUs, amp_fp8 (TransformerEngine) with flash-attn 1.0.7.
+
+Each row is entered as a user would with `distdeck estimate` (simulations.estimate.build, the CLI's and the
+API's path): the MPT model of the row's size (scripts/train/yamls/pretrain/mpt-<size>.yaml at 8c8dd48:
+d_model, n_heads, n_layers, expansion_ratio 4 with GeLU, vocabulary 50,368, no dropout; head dimension 128
+from 760M up, 64 for 125M and 350M), attention by the Triton FlashAttention the benchmarks ran
+(submit_benchmarks.py at b2a43a1: `--attn_impl` default `triton`), TP = PP = 1, ZeRO-3 for FULL_SHARD and ZeRO-2 for
+SHARD_GRAD_OP, the row's micro-batch and global batch, full recomputation where "Activation Checkpointing" is
+True, none otherwise; gradients reduced in fp32 under Composer's DEFAULT mixed precision (bf16 parameters,
+fp32 reduction) and in bf16 under PURE. Published: tokens per second of the whole cluster (the "Throughput
+(T/s)" column), divided by the GPUs; the error is the predicted throughput over the published one, minus one
+("+": the estimator is too fast). Nothing here is fitted: the rows are only compared against.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from simulations.estimate import build, estimate
+from tests.unit.test_estimate_validation import _report
+
+# d_model, n_heads, n_layers of the MPT yamls
+MPT = {"125m": (768, 12, 12), "350m": (1024, 16, 24), "760m": (1536, 12, 24), "1b": (2048, 16, 24),
+       "3b": (2560, 20, 32), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 56, 48),
+       "70b": (8192, 64, 80)}
+MPT_VOCAB = 50368
+
+# model, sequence, GPUs, micro-batch, global batch, ZeRO stage (3: FULL_SHARD, 2: SHARD_GRAD_OP),
+# activation checkpointing, FSDP mixed precision (DEFAULT: fp32 gradient reduction; PURE: bf16), published tokens/s
+FOUNDRY_H100_LARGE = [  # "H100 80GB BF16 (Large Scale, >= 128 GPUs)", 18 rows
+    ("70b", 2048, 512, 8, 4096, 3, True, "DEFAULT", 515636),
+    ("70b", 2048, 256, 8, 2048, 3, True, "DEFAULT", 265149),
+    ("70b", 2048, 128, 8, 1024, 3, True, "DEFAULT", 135490),
+    ("30b", 2048, 512, 8, 4096, 3, True, "DEFAULT", 1083366),
+    ("30b", 2048, 256, 8, 2048, 3, True, "DEFAULT", 550022),
+    ("30b", 2048, 128, 8, 1024, 3, True, "DEFAULT", 281491),
+    ("13b", 2048, 512, 16, 8192, 3, True, "DEFAULT", 2535811),
+    ("13b", 2048, 256, 16, 4096, 3, True, "DEFAULT", 1277214),
+    ("13b", 2048, 128, 16, 2048, 3, True, "DEFAULT", 650264),
+    ("7b", 2048, 512, 6, 3072, 3, False, "DEFAULT", 4951479),
+    ("7b", 2048, 256, 6, 1536, 3, False, "DEFAULT", 2590548),
+    ("7b", 2048, 128, 6, 768, 3, False, "DEFAULT", 1340830),
+    ("3b", 2048, 512, 8, 4096, 2, False, "DEFAULT", 11092218),
+    ("3b", 2048, 256, 8, 2048, 2, False, "DEFAULT", 5829686),
+    ("3b", 2048, 128, 8, 1024, 2, False, "DEFAULT", 2998098),
+    ("1b", 2048, 512, 12, 6144, 2, False, "DEFAULT", 20396905),
+    ("1b", 2048, 256, 12, 3072, 2, False, "DEFAULT", 10894207),
+    ("1b", 2048, 128, 12, 1536, 2, False, "DEFAULT", 5647854),
+]
+
+FOUNDRY_H100 = [  # "H100 80GB BF16", 52 rows
+    ("70b", 2048, 64, 8, 2048, 3, True, "DEFAULT", 66523),
+    ("70b", 2048, 32, 2, 1024, 3, True, "DEFAULT", 28242),
+    ("30b", 8192, 8, 1, 168, 3, True, "DEFAULT", 11072),
+    ("30b", 4096, 8, 1, 168, 3, True, "DEFAULT", 14419),
+    ("30b", 2048, 32, 14, 1344, 3, True, "DEFAULT", 73860),
+    ("30b", 2048, 16, 10, 480, 3, True, "DEFAULT", 36209),
+    ("30b", 2048, 8, 3, 504, 3, True, "DEFAULT", 16022),
+    ("30b", 1024, 8, 6, 1008, 3, True, "DEFAULT", 16672),
+    ("13b", 32768, 8, 1, 24, 3, True, "DEFAULT", 15812),
+    ("13b", 16384, 8, 3, 72, 3, True, "DEFAULT", 23881),
+    ("13b", 4096, 8, 10, 240, 3, True, "DEFAULT", 37740),
+    ("13b", 2048, 64, 2, 128, 3, False, "DEFAULT", 307209),
+    ("13b", 2048, 32, 2, 64, 3, False, "DEFAULT", 153960),
+    ("13b", 2048, 16, 2, 32, 3, False, "DEFAULT", 76280),
+    ("13b", 2048, 8, 2, 16, 3, False, "DEFAULT", 38336),
+    ("13b", 1024, 8, 40, 960, 3, True, "DEFAULT", 44019),
+    ("7b", 65536, 8, 1, 16, 3, True, "DEFAULT", 15654),
+    ("7b", 32768, 8, 2, 32, 3, True, "DEFAULT", 26550),
+    ("7b", 8192, 8, 8, 128, 3, True, "DEFAULT", 55481),
+    ("7b", 4096, 8, 16, 256, 3, True, "DEFAULT", 68893),
+    ("7b", 2048, 8, 6, 48, 3, False, "DEFAULT", 85144),
+    ("7b", 1024, 8, 64, 1024, 3, True, "DEFAULT", 81628),
+    ("3b", 65536, 8, 1, 16, 3, True, "DEFAULT", 26099),
+    ("3b", 32768, 8, 3, 144, 3, True, "DEFAULT", 46984),
+    ("3b", 16384, 8, 1, 48, 3, False, "DEFAULT", 89223),
+    ("3b", 8192, 8, 3, 144, 3, False, "DEFAULT", 132626),
+    ("3b", 4096, 8, 5, 240, 3, False, "DEFAULT", 167712),
+    ("3b", 2048, 64, 6, 1152, 3, False, "DEFAULT", 1441663),
+    ("3b", 2048, 32, 6, 576, 3, False, "DEFAULT", 736701),
+    ("3b", 2048, 16, 10, 480, 3, False, "DEFAULT", 386285),
+    ("3b", 1024, 8, 20, 960, 3, False, "DEFAULT", 216369),
+    ("3b", 512, 8, 40, 1920, 3, False, "DEFAULT", 223721),
+    ("1b", 65536, 8, 1, 16, 3, True, "DEFAULT", 44050),
+    ("1b", 32768, 8, 1, 32, 3, False, "DEFAULT", 96203),
+    ("1b", 16384, 8, 2, 64, 3, False, "DEFAULT", 157194),
+    ("1b", 8192, 8, 3, 96, 3, False, "DEFAULT", 233256),
+    ("1b", 4096, 8, 7, 224, 3, False, "DEFAULT", 308282),
+    ("1b", 2048, 64, 20, 1280, 3, False, "DEFAULT", 2841754),
+    ("1b", 2048, 32, 20, 640, 3, False, "DEFAULT", 1444183),
+    ("1b", 2048, 16, 20, 320, 3, False, "DEFAULT", 736596),
+    ("1b", 2048, 8, 14, 112, 3, False, "DEFAULT", 363645),
+    ("1b", 1024, 8, 18, 576, 3, False, "DEFAULT", 391287),
+    ("1b", 512, 8, 56, 1792, 3, False, "DEFAULT", 418201),
+    ("760m", 32768, 8, 1, 16, 3, False, "DEFAULT", 130333),
+    ("760m", 16384, 8, 3, 48, 3, False, "DEFAULT", 222521),
+    ("760m", 8192, 8, 6, 96, 3, False, "DEFAULT", 334602),
+    ("760m", 4096, 8, 12, 192, 3, False, "DEFAULT", 443674),
+    ("760m", 2048, 32, 24, 768, 3, False, "DEFAULT", 2175091),
+    ("760m", 2048, 16, 24, 384, 3, False, "DEFAULT", 1096819),
+    ("760m", 2048, 8, 24, 384, 3, False, "DEFAULT", 505177),
+    ("760m", 1024, 8, 48, 768, 3, False, "DEFAULT", 628648),
+    ("760m", 512, 8, 96, 1536, 3, False, "DEFAULT", 669998),
+]
+
+FOUNDRY_H100_FP8 = [  # "H100 80GB FP8", 7 rows
+    ("3b", 32768, 8, 3, 144, 3, True, "DEFAULT", 46853),
+    ("3b", 8192, 8, 3, 144, 3, False, "DEFAULT", 153174),
+    ("3b", 2048, 8, 10, 480, 3, False, "DEFAULT", 244692),
+    ("3b", 512, 8, 40, 1920, 3, False, "DEFAULT", 292217),
+    ("1b", 32768, 8, 1, 32, 3, False, "DEFAULT", 100643),
+    ("1b", 8192, 8, 2, 64, 3, False, "DEFAULT", 256087),
+    ("1b", 512, 8, 56, 1792, 3, False, "DEFAULT", 562523),
+]
+
+FOUNDRY_A100_80GB = [  # "A100 80GB with 1600 Gbps node-node interconnect (RoCE)", 61 rows
+    ("70b", 2048, 64, 8, 2048, 3, True, "PURE", 26274),
+    ("70b", 2048, 32, 2, 1024, 3, True, "PURE", 11962),
+    ("30b", 8192, 8, 1, 168, 3, True, "DEFAULT", 4594),
+    ("30b", 4096, 8, 1, 168, 3, True, "DEFAULT", 6513),
+    ("30b", 2048, 8, 3, 504, 3, True, "DEFAULT", 7330),
+    ("30b", 1024, 8, 6, 1008, 3, True, "DEFAULT", 7571),
+    ("30b", 512, 8, 12, 2016, 3, True, "DEFAULT", 7739),
+    ("13b", 32768, 8, 1, 24, 3, True, "DEFAULT", 8134),
+    ("13b", 16384, 8, 3, 72, 3, True, "DEFAULT", 11454),
+    ("13b", 8192, 8, 5, 120, 3, True, "DEFAULT", 14362),
+    ("13b", 4096, 8, 10, 240, 3, True, "DEFAULT", 16482),
+    ("13b", 2048, 8, 2, 48, 3, False, "DEFAULT", 18097),
+    ("13b", 1024, 8, 40, 960, 3, True, "DEFAULT", 18647),
+    ("7b", 65536, 8, 1, 16, 3, True, "DEFAULT", 8108),
+    ("7b", 32768, 8, 2, 32, 3, True, "DEFAULT", 13382),
+    ("7b", 16384, 8, 4, 64, 3, True, "DEFAULT", 19629),
+    ("7b", 8192, 8, 8, 128, 3, True, "DEFAULT", 25655),
+    ("7b", 4096, 8, 16, 256, 3, True, "DEFAULT", 29472),
+    ("7b", 2048, 8, 6, 96, 3, False, "DEFAULT", 37130),
+    ("7b", 1024, 8, 64, 1024, 3, True, "DEFAULT", 34857),
+    ("3b", 65536, 8, 1, 16, 3, True, "DEFAULT", 14137),
+    ("3b", 32768, 8, 3, 144, 3, True, "DEFAULT", 24235),
+    ("3b", 16384, 8, 1, 48, 3, False, "DEFAULT", 44233),
+    ("3b", 8192, 8, 3, 144, 3, False, "DEFAULT", 61567),
+    ("3b", 4096, 8, 5, 240, 3, False, "DEFAULT", 75658),
+    ("3b", 2048, 8, 10, 160, 3, False, "DEFAULT", 86491),
+    ("3b", 1024, 8, 20, 960, 3, False, "DEFAULT", 92643),
+    ("3b", 512, 8, 40, 1920, 3, False, "DEFAULT", 97019),
+    ("1b", 65536, 8, 1, 16, 3, True, "DEFAULT", 24353),
+    ("1b", 32768, 8, 1, 32, 3, False, "DEFAULT", 50207),
+    ("1b", 16384, 8, 2, 64, 3, False, "DEFAULT", 79650),
+    ("1b", 8192, 8, 3, 96, 3, False, "DEFAULT", 110516),
+    ("1b", 4096, 8, 7, 224, 3, False, "DEFAULT", 142457),
+    ("1b", 2048, 8, 14, 448, 3, False, "DEFAULT", 164109),
+    ("1b", 1024, 8, 18, 576, 3, False, "DEFAULT", 176898),
+    ("1b", 512, 8, 56, 1792, 3, False, "DEFAULT", 185186),
+    ("760m", 65536, 8, 1, 16, 3, True, "DEFAULT", 33150),
+    ("760m", 32768, 8, 1, 16, 3, False, "DEFAULT", 70417),
+    ("760m", 16384, 8, 3, 48, 3, False, "DEFAULT", 114198),
+    ("760m", 8192, 8, 6, 96, 3, False, "DEFAULT", 167471),
+    ("760m", 4096, 8, 12, 192, 3, False, "DEFAULT", 218808),
+    ("760m", 2048, 8, 24, 384, 3, False, "DEFAULT", 259472),
+    ("760m", 1024, 8, 48, 768, 3, False, "DEFAULT", 238122),
+    ("760m", 512, 8, 96, 1536, 3, False, "DEFAULT", 235571),
+    ("350m", 65536, 8, 1, 16, 3, False, "DEFAULT", 60195),
+    ("350m", 32768, 8, 2, 32, 3, False, "DEFAULT", 109222),
+    ("350m", 16384, 8, 4, 64, 3, False, "DEFAULT", 188478),
+    ("350m", 8192, 8, 8, 128, 3, False, "DEFAULT", 292559),
+    ("350m", 4096, 8, 16, 256, 3, False, "DEFAULT", 396442),
+    ("350m", 2048, 8, 32, 512, 3, False, "DEFAULT", 470263),
+    ("350m", 1024, 8, 64, 1024, 3, False, "DEFAULT", 518504),
+    ("350m", 512, 8, 128, 2048, 3, False, "DEFAULT", 554643),
+    ("125m", 65536, 8, 1, 16, 3, False, "DEFAULT", 162946),
+    ("125m", 32768, 8, 2, 32, 3, False, "DEFAULT", 291256),
+    ("125m", 16384, 8, 4, 64, 3, False, "DEFAULT", 480322),
+    ("125m", 8192, 8, 8, 128, 3, False, "DEFAULT", 723142),
+    ("125m", 4096, 8, 16, 256, 3, False, "DEFAULT", 947172),
+    ("125m", 2048, 8, 40, 640, 3, False, "DEFAULT", 1142641),
+    ("125m", 2048, 8, 32, 512, 3, False, "DEFAULT", 1133901),
+    ("125m", 1024, 8, 64, 1024, 3, False, "DEFAULT", 1251751),
+    ("125m", 512, 8, 128, 2048, 3, False, "DEFAULT", 1325455),
+]
+
+FOUNDRY_A100_40GB = [  # "A100 40GB with 1600 Gbps node-node interconnect (RoCE)", 78 rows
+    ("70b", 2048, 128, 4, 512, 3, True, "PURE", 48194),
+    ("70b", 2048, 64, 2, 128, 3, True, "PURE", 17672),
+    ("30b", 2048, 128, 6, 768, 3, True, "PURE", 110803),
+    ("30b", 2048, 32, 4, 128, 3, True, "PURE", 27431),
+    ("13b", 8192, 8, 1, 128, 3, True, "PURE", 11258),
+    ("13b", 4096, 8, 2, 256, 3, True, "PURE", 12830),
+    ("13b", 2048, 128, 16, 2048, 3, True, "PURE", 252444),
+    ("13b", 2048, 64, 16, 1024, 3, True, "PURE", 126479),
+    ("13b", 2048, 32, 14, 448, 3, True, "PURE", 63946),
+    ("13b", 2048, 16, 10, 160, 3, True, "PURE", 31900),
+    ("13b", 2048, 8, 4, 512, 3, True, "PURE", 13347),
+    ("13b", 1024, 8, 8, 1024, 3, True, "PURE", 13817),
+    ("13b", 512, 8, 16, 2048, 3, True, "PURE", 14108),
+    ("7b", 16384, 8, 1, 32, 3, True, "PURE", 17998),
+    ("7b", 8192, 8, 3, 96, 3, True, "PURE", 23098),
+    ("7b", 4096, 8, 6, 192, 3, True, "PURE", 26930),
+    ("7b", 2048, 128, 18, 2304, 3, True, "PURE", 463749),
+    ("7b", 2048, 64, 18, 1152, 3, True, "PURE", 234614),
+    ("7b", 2048, 32, 18, 576, 3, True, "PURE", 119202),
+    ("7b", 2048, 16, 16, 256, 3, True, "PURE", 58322),
+    ("7b", 2048, 8, 12, 384, 3, True, "PURE", 29436),
+    ("7b", 1024, 8, 24, 768, 3, True, "PURE", 30833),
+    ("7b", 512, 8, 48, 1536, 3, True, "PURE", 31167),
+    ("3b", 32768, 8, 1, 32, 3, True, "PURE", 23640),
+    ("3b", 16384, 8, 2, 128, 3, True, "PURE", 35726),
+    ("3b", 8192, 8, 1, 64, 3, False, "PURE", 57193),
+    ("3b", 4096, 8, 2, 128, 3, False, "PURE", 70223),
+    ("3b", 2048, 128, 6, 768, 3, False, "PURE", 1220885),
+    ("3b", 2048, 64, 6, 384, 3, False, "PURE", 623167),
+    ("3b", 2048, 32, 6, 192, 3, False, "PURE", 317261),
+    ("3b", 2048, 16, 5, 80, 3, False, "PURE", 156013),
+    ("3b", 2048, 8, 5, 320, 3, False, "PURE", 80520),
+    ("3b", 1024, 8, 10, 640, 3, False, "PURE", 85854),
+    ("3b", 512, 8, 20, 1280, 3, False, "PURE", 90596),
+    ("1b", 32768, 8, 1, 32, 3, True, "PURE", 40762),
+    ("1b", 16384, 8, 1, 64, 3, False, "PURE", 77723),
+    ("1b", 8192, 8, 2, 128, 3, False, "PURE", 107799),
+    ("1b", 4096, 8, 4, 256, 3, False, "PURE", 134851),
+    ("1b", 2048, 128, 10, 1280, 3, False, "PURE", 2386897),
+    ("1b", 2048, 64, 10, 640, 3, False, "PURE", 1216104),
+    ("1b", 2048, 32, 10, 320, 3, False, "PURE", 497782),
+    ("1b", 2048, 16, 8, 128, 3, False, "PURE", 305372),
+    ("1b", 2048, 8, 8, 512, 3, False, "PURE", 154171),
+    ("1b", 1024, 8, 16, 1024, 3, False, "PURE", 167677),
+    ("1b", 512, 8, 32, 2048, 3, False, "PURE", 174256),
+    ("760m", 32768, 8, 1, 32, 3, True, "PURE", 57464),
+    ("760m", 16384, 8, 1, 32, 3, False, "PURE", 111316),
+    ("760m", 8192, 8, 3, 96, 3, False, "PURE", 160853),
+    ("760m", 4096, 8, 6, 192, 3, False, "PURE", 206909),
+    ("760m", 2048, 128, 12, 1536, 3, False, "PURE", 3704382),
+    ("760m", 2048, 64, 12, 768, 3, False, "PURE", 1878030),
+    ("760m", 2048, 32, 12, 384, 3, False, "PURE", 948745),
+    ("760m", 2048, 16, 12, 192, 3, False, "PURE", 473723),
+    ("760m", 2048, 8, 12, 384, 3, False, "PURE", 241389),
+    ("760m", 1024, 8, 24, 768, 3, False, "PURE", 267376),
+    ("760m", 512, 8, 48, 1536, 3, False, "PURE", 279504),
+    ("350m", 32768, 8, 1, 32, 3, False, "PURE", 107329),
+    ("350m", 16384, 8, 2, 64, 3, False, "PURE", 183175),
+    ("350m", 8192, 8, 4, 128, 3, False, "PURE", 279466),
+    ("350m", 4096, 8, 8, 256, 3, False, "PURE", 374670),
+    ("350m", 2048, 128, 18, 2304, 3, False, "PURE", 6647647),
+    ("350m", 2048, 64, 18, 1152, 3, False, "PURE", 3372118),
+    ("350m", 2048, 32, 18, 576, 3, False, "PURE", 1721978),
+    ("350m", 2048, 16, 18, 288, 3, False, "PURE", 886622),
+    ("350m", 2048, 8, 16, 512, 3, False, "PURE", 447963),
+    ("350m", 1024, 8, 32, 1024, 3, False, "PURE", 500184),
+    ("350m", 512, 8, 64, 2048, 3, False, "PURE", 530277),
+    ("125m", 32768, 8, 1, 32, 3, False, "PURE", 261208),
+    ("125m", 16384, 8, 2, 48, 3, False, "PURE", 443876),
+    ("125m", 8192, 8, 5, 120, 3, False, "PURE", 694868),
+    ("125m", 4096, 8, 13, 312, 3, False, "PURE", 921297),
+    ("125m", 2048, 128, 26, 3328, 3, False, "PURE", 15863837),
+    ("125m", 2048, 64, 26, 1664, 3, False, "PURE", 8015010),
+    ("125m", 2048, 32, 26, 832, 3, False, "PURE", 4067922),
+    ("125m", 2048, 16, 26, 416, 3, False, "PURE", 2088560),
+    ("125m", 2048, 8, 26, 624, 3, False, "PURE", 1090678),
+    ("125m", 1024, 8, 52, 1248, 3, False, "PURE", 1186314),
+    ("125m", 512, 8, 104, 2496, 3, False, "PURE", 1253886),
+]
+
+TABLES = {"a100-80gb": ("a100-80gb", FOUNDRY_A100_80GB), "a100-40gb": ("a100-40gb", FOUNDRY_A100_40GB),
+          "h100": ("h100-80gb", FOUNDRY_H100), "h100-large": ("h100-80gb", FOUNDRY_H100_LARGE),
+          "h100-fp8": ("h100-80gb", FOUNDRY_H100_FP8)}
+
+
+def foundry_estimate(gpu: str, size: str, seq: int, gpus: int, micro_batch: int, global_batch: int, zero: int,
+                     checkpointing: bool, mixed_precision: str, **software):
+    hidden, heads, layers = MPT[size]
+    model, hw, layout = build("custom", layers=layers, hidden=hidden, heads=heads, vocab=MPT_VOCAB, seq_len=seq,
+                              gpu=gpu, gpus=gpus, tp=1, pp=1, zero_stage=zero, micro_batch=micro_batch,
+                              global_batch=global_batch, recompute="full" if checkpointing else "none",
+                              grad_reduce_dtype="fp32" if mixed_precision == "DEFAULT" else "bf16",
+                              **{"attention_kernel": "triton_fa1", **software})
+    return estimate(model, hw, layout)
+
+
+def foundry_rows(table: str):
+    gpu, rows = TABLES[table]
+    # the FP8 rows ran TransformerEngine's FP8 linears with flash-attn 1.0.7 (submit_benchmarks.py at b2a43a1
+    # installs it "for flash-attn and FP8 training" on H100)
+    software = {"precision": "fp8", "attention_kernel": "fa1"} if table == "h100-fp8" else {}
+    out = []
+    for size, seq, gpus, mb, batch, zero, ckpt, mp, published in rows:
+        e = foundry_estimate(gpu, size, seq, gpus, mb, batch, zero, ckpt, mp, **software)
+        predicted = e.tokens_per_s / gpus
+        out.append((f"{size} s{seq}{' ac' if ckpt else ''}", gpus, published / gpus, predicted,
+                    predicted / (published / gpus) - 1, e))
+    return out
+
+
+def summary(table: str) -> tuple[int, float, float]:
+    errors = [abs(r[4]) for r in foundry_rows(table)]
+    return len(errors), statistics.median(errors), max(errors)
+
+
+# Median and worst |error| measured at the commit that entered the kernels' rates (see the report with -s); before
+# it (one attention rate, 0.6 of peak): 17.1 / 58.4 %, 20.2 / 61.5 %, 50.5 / 149.1 %, 35.6 / 70.9 % (FP8: no input).
+MEASURED = {"a100-80gb": (0.082, 0.283), "a100-40gb": (0.052, 0.429), "h100": (0.119, 0.427),
+            "h100-large": (0.150, 0.318), "h100-fp8": (0.146, 0.269)}
+
+
+@pytest.mark.parametrize("table", list(TABLES))
+def test_llm_foundry_fsdp_throughput(table):
+    """No worse than measured (a point of median, two of worst, for rounding); the issue's target (median 10 %,
+    every row 25 %) is reported as an xfail where it is not met."""
+    rows = foundry_rows(table)
+    errors = _report(f"LLM Foundry FSDP, {table} (tokens/s per GPU)", rows, "tok/s")
+    median, worst = statistics.median(errors), max(errors)
+    assert median <= MEASURED[table][0] + 0.01 and worst <= MEASURED[table][1] + 0.02, (median, worst)
+    if not (median <= 0.10 and worst <= 0.25):
+        pytest.xfail(f"{table}: median {median:.1%}, worst {worst:.1%} (target 10 % / 25 %)")

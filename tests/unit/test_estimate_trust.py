@@ -1,0 +1,62 @@
+"""The validation error `distdeck estimate` and /api/estimate print comes from the validation tables themselves.
+
+simulations/estimate/validation.json holds every row of the validation tests' tables with its error; this test
+recomputes them from the tables and the estimator and fails if the file is stale. Regenerate with
+`.venv/bin/python -m tests.unit.test_estimate_trust --write`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from simulations.estimate import trust
+from tests.unit import test_estimate_heldout as heldout
+from tests.unit import test_estimate_other_stacks as other
+from tests.unit import test_estimate_validation as validation
+
+
+def _rows():
+    tables = {
+        "Narayanan SC'21 Table 1": ("a100-80gb", validation.narayanan_rows()),
+        "Korthikanti 2022 Table 5": ("a100-80gb", validation.korthikanti_rows()),
+        "NeMo 24.09 Llama 3.1 (dgxc)": ("h100-80gb", validation.nemo_rows()),
+        **{f"dgxc 24.11.1 {name}": ("h100-80gb", heldout.nemo_rows(name)) for name in heldout.NEMO_TABLES},
+        "Llama 3 Table 4": ("h100-80gb", heldout.llama3_rows()),
+        "Megatron-Core r0.8.0": ("h100-80gb", heldout.megatron_rows()),
+        "BLOOM-176B logs": ("a100-80gb", heldout.bloom_rows()),
+        **{f"LLM Foundry {name}": (gpu, other.foundry_rows(name)) for name, (gpu, _) in other.TABLES.items()},
+    }
+    out = []
+    for table, (gpu, rows) in tables.items():
+        for name, _, _, _, error, e in rows:
+            out.append({"table": table, "row": name, "gpu": e.cluster.gpu.name,
+                        "kind": trust.layout_kind(e.layout.tp, e.layout.pp, e.layout.zero_stage),
+                        "error": round(error, 4)})
+    return out
+
+
+def test_the_validation_file_is_what_the_tables_give():
+    stored = json.loads(trust.VALIDATION.read_text())["rows"]
+    assert stored == _rows(), "stale: run `.venv/bin/python -m tests.unit.test_estimate_trust --write`"
+
+
+def test_trust_names_runs_of_the_same_kind():
+    fsdp = trust.trust("h100-80gb", tp=1, pp=1, zero_stage=3)
+    assert fsdp["runs"] == 77 and fsdp["tables"] == ["LLM Foundry h100", "LLM Foundry h100-fp8", "LLM Foundry h100-large"]
+    megatron = trust.trust("a100-80gb", tp=8, pp=4, zero_stage=1)
+    assert set(megatron["tables"]) == {"Narayanan SC'21 Table 1", "Korthikanti 2022 Table 5", "BLOOM-176B logs"}
+    b200 = trust.trust("b200", tp=8, pp=1, zero_stage=1)
+    assert "none published on B200" in b200["scope"] and b200["runs"] > 0
+    assert 0 < fsdp["median_error"] <= fsdp["worst_error"]
+    assert "published fsdp-style runs on H100" in trust.sentence(fsdp)
+
+
+if __name__ == "__main__" and "--write" in sys.argv:
+    trust.VALIDATION.write_text(json.dumps({"source": "tests/unit/test_estimate_trust.py", "rows": _rows()},
+                                           indent=1) + "\n")
+    print(f"wrote {len(_rows())} rows to {trust.VALIDATION}")
+elif __name__ == "__main__":
+    pytest.main([__file__])
