@@ -5,6 +5,7 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from app.delivery import fingerprints
 from app.settings import Settings
 from app.slides import jinja_env, load_deck, render_slides
 
@@ -29,13 +30,17 @@ def _flag(request: Request, name: str) -> bool:
 
 
 def page_assets(settings: Settings, root: str, static_site: bool) -> dict:
-    """The optional scripts and styles, as URLs under `root` ("/" on the server, relative in an export)."""
+    """The optional scripts and styles, as fingerprinted URLs under `root` ("/" on the server, relative in
+    an export); `asset(path)` for any other static file, and the import map that fingerprints the imports."""
     static = Path(settings.static_dir)
+    prints = fingerprints(static)
     return {
         "root": root,
-        "static_site_js": f"{root}static/{STATIC_SITE_JS}" if static_site else None,
-        "extra_js": [f"{root}static/{p}" for p in OPTIONAL_JS if (static / p).is_file()],
-        "extra_css": [f"{root}static/{p}" for p in OPTIONAL_CSS if (static / p).is_file()],
+        "asset": lambda path: prints.url(root, path),
+        "import_map": prints.import_map(root),
+        "static_site_js": prints.url(root, STATIC_SITE_JS) if static_site else None,
+        "extra_js": [prints.url(root, p) for p in OPTIONAL_JS if (static / p).is_file()],
+        "extra_css": [prints.url(root, p) for p in OPTIONAL_CSS if (static / p).is_file()],
     }
 
 
@@ -59,7 +64,8 @@ def render_deck(settings: Settings, *, embed: bool = False, print_pdf: bool = Fa
     }
     return env.get_template("deck.html.j2").render(
         deck=deck,
-        slides_html=render_slides(deck, env, embed=embed, print_pdf=print_pdf, root=root),
+        slides_html=[fingerprints(settings.static_dir).in_html(html)
+                     for html in render_slides(deck, env, embed=embed, print_pdf=print_pdf, root=root)],
         slide_count=len(deck.slides),
         embed=embed,
         chrome=not (embed or receiver or print_pdf),
