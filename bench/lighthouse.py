@@ -96,11 +96,23 @@ def lighthouse(url: str, preset: str | None) -> dict:
     }
 
 
+def lighthouse_retried(url: str, preset: str | None, tries: int = 3) -> dict:
+    """A loaded machine sometimes makes Lighthouse time out on the DevTools protocol: try again."""
+    for attempt in range(tries):
+        try:
+            return lighthouse(url, preset)
+        except RuntimeError as exc:
+            if attempt == tries - 1:
+                raise
+            print(f"lighthouse: again after: {str(exc)[:200]}", flush=True)
+    raise AssertionError("unreachable")
+
+
 def measure(base_url: str, repeats: int = REPEATS) -> dict[str, dict]:
     """Every page, `repeats` runs each: the medians and every run."""
     figures: dict[str, dict] = {}
     for label, path, preset in PAGES:
-        runs = [lighthouse(base_url + path, preset) for _ in range(repeats)]
+        runs = [lighthouse_retried(base_url + path, preset) for _ in range(repeats)]
         medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
         figures[label] = {"url": path, "preset": preset or "mobile", "median": medians, "runs": runs}
         print(f"lighthouse: {label:15} {path:26} performance {medians['performance']:.0f}, "
