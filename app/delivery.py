@@ -36,6 +36,10 @@ NOT_COMPRESSED = tuple(t for t in DEFAULT_EXCLUDED_CONTENT_TYPES if t != "text/e
 # share one encoding of its events, but each stream is compressed on its own).
 GZIP_LEVEL = 6
 BROTLI_QUALITY = 5
+# A static import with a relative specifier: `import x from './a.js'`, `export { y } from '../b.js'`,
+# `import './c.js'` (at the start of a line, as the modules write them; not the dynamic import()).
+STATIC_IMPORT = re.compile(r"""^\s*(?:(?:import|export)\b[^'";]*?\bfrom\s*['"](?P<from>\.{1,2}/[^'"]+)['"]|import\s*['"](?P<bare>\.{1,2}/[^'"]+)['"])""",
+                           re.MULTILINE)
 # A plain link to a static file in a slide's HTML: src="/static/<path>" (no query yet).
 STATIC_LINK = re.compile(r"""(?P<attr>(?:src|href)=(?P<quote>["']))/static/(?P<path>[^"'?#]+)(?P=quote)""")
 
@@ -140,6 +144,22 @@ class Fingerprints:
         """Slides that link a static file by its plain URL (`src="/static/js/calculator.js"`) get its
         fingerprinted URL instead."""
         return STATIC_LINK.sub(lambda m: m["attr"] + self.url("/", m["path"]) + m["quote"], html)
+
+    def static_imports(self, entries: list[str]) -> list[str]:
+        """`entries` and every module they import statically (relative specifiers), transitively: what a
+        page can `modulepreload` so the browser fetches the whole graph at once, not one level per trip."""
+        seen: list[str] = []
+        todo = list(entries)
+        while todo:
+            path = todo.pop(0)
+            if path in seen or self.of(path) is None:
+                continue
+            seen.append(path)
+            source = (self.static_dir / path).read_text(encoding="utf-8")
+            base = Path(path).parent
+            for match in STATIC_IMPORT.finditer(source):
+                todo.append(os.path.normpath((base / (match["from"] or match["bare"])).as_posix()))
+        return seen
 
     def modules(self) -> list[str]:
         """Every ES module a page may import: our js/ and the vendor modules."""

@@ -104,7 +104,9 @@ def test_a_live_run_streams_compressed_frames_before_it_ends(pool):
     assert pieces_before_done >= 1, "frames arrived only together with the end of the run"
 
 
-STATIC_REF = re.compile(r"""(?:src|href)="(/static/[^"]+)\"""")
+# Every static URL a page links, but a plain `preload`: it must be the URL that CSS (a font's url()) or a
+# script (d3's <script>, added by the player) will ask for, which has no fingerprint (and is revalidated).
+STATIC_REF = re.compile(r"""<(?!link rel="preload")[^>]*?(?:src|href)="(/static/[^"]+)\"""")
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -142,3 +144,16 @@ def test_a_static_url_without_its_current_fingerprint_is_revalidated(client, que
 def test_pages_have_a_meta_description(client, path, words):
     match = re.search(r'<meta name="description" content="([^"]{50,300})">', client.get(path).text)
     assert match and words in match.group(1)
+
+
+def test_a_widget_loads_its_own_views_and_no_formulas(client):
+    """A widget page preloads the modules its scripts import and its own views, not another scenario's views,
+    and links neither KaTeX nor the theme's embedded fonts; the deck still has its formulas."""
+    widget = client.get("/embed/ddp?views=ranks,timeline").text
+    preloads = re.findall(r'<link rel="modulepreload" href="/static/([^"?]+)\?v=', widget)
+    assert {"js/player/views/ranks.js", "js/player/views/timeline.js", "js/deck/steps.js",
+            "vendor/reveal.js/reveal.mjs"} <= set(preloads)
+    assert not {"js/player/views/pipeline.js", "js/player/views/memory.js"} & set(preloads)
+    assert "katex.min.css" not in widget and "vendor/katex/katex.mjs" not in preloads and "theme/black.css" not in widget
+    deck = client.get("/").text
+    assert "katex.min.css" in deck and "theme/black.css" not in deck

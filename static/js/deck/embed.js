@@ -134,10 +134,12 @@ export function startChrome(config = {}) {
     window.setTimeout(syncFocus, 0);
   });
   syncFocus();
-  // The bar sits over the slide's top right corner: the slide's title keeps clear of it (deck.css).
+  // The bar sits over the slide's top right corner: the widget's title keeps clear of it (deck.css).
+  // Set on the title alone: a custom property on the root would restyle the whole page at every step.
   const bar = document.querySelector('.embed-chrome');
-  if (bar && window.ResizeObserver) {
-    new ResizeObserver(() => root.style.setProperty('--embed-chrome-width', `${Math.ceil(bar.offsetWidth)}px`)).observe(bar);
+  const title = document.querySelector('.widget-slide h2');
+  if (bar && title && window.ResizeObserver) {
+    new ResizeObserver(() => title.style.setProperty('--embed-chrome-width', `${Math.ceil(bar.offsetWidth)}px`)).observe(bar);
   }
 
   document.getElementById('embed-fullscreen')?.addEventListener('click', () => {
