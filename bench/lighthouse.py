@@ -48,7 +48,7 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def served(pool_size: int = 4, ready_within_s: float = 180) -> Iterator[str]:
+def served(pool_size: int = 4, ready_within_s: float = 600) -> Iterator[str]:
     """`distdeck serve` of this checkout on a free port, its rank pool warm; yields its URL."""
     port = _free_port()
     env = {**os.environ, "DISTDECK_POOL_SIZE": str(pool_size)}
