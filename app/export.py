@@ -13,6 +13,7 @@ every URL in its pages is relative, and the pages know they have no server (conf
     DIR/api/simulations.json          the scenario catalog (what GET /api/simulations answers)
     DIR/runs/index.json               the recorded runs: scenario, params, file, source hash
     DIR/runs/<scenario>/<id>.json     one run file each (simulations.frames.RunFile)
+    DIR/**/<file>.gz, <file>.br       every text file precompressed, for hosts that serve those
 
 What is recorded: for every `.live-sim` on every slide, its default run, plus (variants="grid")
 a small grid from the slide's controls and the scenario's JSON Schema, one control at a time:
@@ -24,9 +25,11 @@ and scenario source hash are unchanged. A run that errors or fails a check fails
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import inspect
 import json
+import os
 import re
 import shutil
 import sys
@@ -51,6 +54,12 @@ Variants = Literal["default", "grid"]
 MAX_RUNS = 150
 # Static files that are not part of the site (scratch pages start with "_").
 IGNORED_STATIC = shutil.ignore_patterns("_*", ".installed", ".DS_Store")
+# Text files written again as .gz (and .br, with the brotli package) beside themselves, for hosts that
+# serve a precompressed file to a client that accepts it (nginx gzip_static, Caddy precompressed, ...).
+PRECOMPRESSED = {".html", ".js", ".mjs", ".css", ".json", ".svg", ".map", ".txt"}
+PRECOMPRESS_MIN_BYTES = 512
+# Measured on static/ (7.5 MB): quality 5 takes 1.2 s for 3.14 MB, 11 takes 78 s for 2.99 MB.
+PRECOMPRESS_BROTLI_QUALITY = 5
 ABSOLUTE_STATIC = re.compile(r"""(?P<attr>(?:src|href)=["'])/static/""")
 
 
@@ -329,6 +338,29 @@ def write_pages(settings: Settings, out: Path, used: list[str]) -> None:
     _write(out / "api" / "simulations.json", json.dumps(catalog))
 
 
+def precompress(out: Path) -> None:
+    """<file>.gz and <file>.br beside each text file of the site, carrying the file's mtime: one whose mtime
+    still matches its file's is kept (a re-export), one whose file is gone is removed."""
+    try:
+        import brotli
+    except ImportError:
+        brotli = None
+    encoders = {".gz": lambda data: gzip.compress(data, compresslevel=9, mtime=0)}
+    if brotli is not None:
+        encoders[".br"] = lambda data: brotli.compress(data, quality=PRECOMPRESS_BROTLI_QUALITY, mode=brotli.MODE_TEXT)
+    for path in sorted(out.rglob("*")):
+        if path.suffix in (".gz", ".br") and not path.with_suffix("").is_file():
+            path.unlink()  # its file was removed (a stale run)
+        if not path.is_file() or path.suffix not in PRECOMPRESSED or path.stat().st_size < PRECOMPRESS_MIN_BYTES:
+            continue
+        mtime = path.stat().st_mtime_ns
+        for suffix, encode in encoders.items():
+            target = path.with_name(path.name + suffix)
+            if not target.is_file() or target.stat().st_mtime_ns != mtime:
+                target.write_bytes(encode(path.read_bytes()))
+                os.utime(target, ns=(mtime, mtime))
+
+
 def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, variants: Variants = "grid",
                 on_plan: Callable[[int, int], None] | None = None,
                 on_run: Callable[[Wanted, str], None] | None = None) -> ExportReport:
@@ -401,6 +433,7 @@ def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, v
             stale.unlink()
     _write(index_path, json.dumps({"schema_version": SCHEMA_VERSION, "runs": entries}, indent=1))
     write_pages(settings, out, sorted({w.scenario for w in wanted if any(p.startswith("widget") for p in w.where)}))
+    precompress(out)
     if failures:
         raise ExportError(f"{len(failures)} run(s) failed, so the export is incomplete:\n  " + "\n  ".join(failures))
     return report

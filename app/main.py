@@ -1,9 +1,9 @@
 """The FastAPI application: routers per resource, settings injected."""
 
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 
 from app import openapi, pages
+from app.delivery import Compression, Static
 from app.head import HeadAsGet
 from app.routers import calculator, deck, embed, estimate, health, runs, simulations
 from app.settings import Settings, get_settings
@@ -18,6 +18,8 @@ def create_app(settings: Settings | None = None, pool: RankPool | None = None) -
     app.state.settings = settings
     app.state.pool = pool
     pages.install(app, settings)
+    # Inside HeadAsGet: a HEAD gets the GET's Content-Encoding and compressed Content-Length.
+    app.add_middleware(Compression)
     app.add_middleware(HeadAsGet)  # HEAD wherever GET: see app/head.py
     openapi.install(app)
     app.include_router(health.router)
@@ -27,6 +29,7 @@ def create_app(settings: Settings | None = None, pool: RankPool | None = None) -
     app.include_router(estimate.router)
     app.include_router(embed.router)
     app.include_router(runs.router)
-    # StaticFiles resolves each path and refuses anything outside static_dir (no traversal).
-    app.mount("/static", StaticFiles(directory=settings.static_dir), name="static")
+    # StaticFiles resolves each path and refuses anything outside static_dir (no traversal); Static adds
+    # Cache-Control by fingerprint (app/delivery.py).
+    app.mount("/static", Static(directory=settings.static_dir), name="static")
     return app

@@ -7,6 +7,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app import pacing
+from app.delivery import fingerprints
 from app.settings import Settings
 from app.slides import Deck, jinja_env, load_deck, render_slides, track_query
 
@@ -19,6 +20,7 @@ OPTIONAL_JS = ("js/player/index.js",)
 OPTIONAL_CSS = ("css/player.css",)
 # Loaded first on a static export's pages: answers the pages' API calls from the recorded runs.
 STATIC_SITE_JS = "js/static-site.js"
+BOOT_JS = "js/deck/boot.js"
 
 
 def _settings(request: Request) -> Settings:
@@ -30,14 +32,24 @@ def _flag(request: Request, name: str) -> bool:
     return value is not None and value.strip().lower() in TRUTHY
 
 
-def page_assets(settings: Settings, root: str, static_site: bool) -> dict:
-    """The optional scripts and styles, as URLs under `root` ("/" on the server, relative in an export)."""
+def page_assets(settings: Settings, root: str, static_site: bool, views: list[str] | tuple[str, ...] = ()) -> dict:
+    """The optional scripts and styles, as fingerprinted URLs under `root` ("/" on the server, relative in
+    an export); `asset(path)` for any other static file, the import map that fingerprints the imports, and
+    the modules to preload: every one the page's scripts import, and the player's `views` (a widget's), so
+    the browser fetches them together instead of one level of imports per round trip."""
     static = Path(settings.static_dir)
+    prints = fingerprints(static)
+    scripts = [STATIC_SITE_JS] * static_site + [BOOT_JS] + [p for p in OPTIONAL_JS if (static / p).is_file()]
+    imported = prints.static_imports(scripts)
+    imported += [p for p in prints.static_imports([f"js/player/views/{view}.js" for view in views]) if p not in imported]
     return {
         "root": root,
-        "static_site_js": f"{root}static/{STATIC_SITE_JS}" if static_site else None,
-        "extra_js": [f"{root}static/{p}" for p in OPTIONAL_JS if (static / p).is_file()],
-        "extra_css": [f"{root}static/{p}" for p in OPTIONAL_CSS if (static / p).is_file()],
+        "asset": lambda path: prints.url(root, path),
+        "import_map": prints.import_map(root),
+        "module_preloads": [prints.url(root, p) for p in imported if p not in scripts],
+        "static_site_js": prints.url(root, STATIC_SITE_JS) if static_site else None,
+        "extra_js": [prints.url(root, p) for p in OPTIONAL_JS if (static / p).is_file()],
+        "extra_css": [prints.url(root, p) for p in OPTIONAL_CSS if (static / p).is_file()],
     }
 
 
@@ -88,7 +100,7 @@ def render_deck(settings: Settings, *, embed: bool = False, print_pdf: bool = Fa
     }
     return env.get_template("deck.html.j2").render(
         deck=deck,
-        slides_html=slides_html,
+        slides_html=[fingerprints(settings.static_dir).in_html(html) for html in slides_html],
         slide_count=len(deck.slides),
         embed=embed,
         chrome=not (embed or receiver or print_pdf),

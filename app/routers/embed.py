@@ -99,7 +99,7 @@ def render_widget(settings: Settings, scenario: scenarios.Scenario, spec: dict[s
         open_href=open_href or "",
         run_id=run_id,
         **spec,
-        **page_assets(settings, root, static_site),
+        **page_assets(settings, root, static_site, views=spec["views"]),
     )
 
 

@@ -1,7 +1,8 @@
 """Every size, touch included: the deck and two widgets on a phone (390 × 844, touch), run their
 simulation and step by swipe without a page error; the top bar fits at 1024 × 768 and on a phone
 held sideways; a widget in a blog's 640 × 360 and 800 × 450 iframes picks its views by size and
-keeps its text readable."""
+keeps its text readable; a widget on a phone, upright and sideways, keeps its bar, title, controls
+and views inside the screen and apart."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from tests.browser.conftest import CHROMIUM  # noqa: F401  (the browser fixture skips without it)
 from tests.browser.sites import OnePageSite, sites, stop_all
+from tests.browser.viewcheck import cut_off, measure
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -240,3 +242,43 @@ def test_open_in_a_new_tab_carries_the_readers_changes_and_position(context_for,
         assert href.endswith("#/widget/1"), href
     finally:
         blog.close()
+
+
+# The embed bar (position, buttons) against the widget's title and the viewport; each rank box against
+# what it holds (a box drawn down the whole height of a tall phone is mostly empty).
+WIDGET_CHROME_AND_BOXES = """() => {
+  const rects = (el) => { const r = document.createRange(); r.selectNodeContents(el); return Array.from(r.getClientRects()); };
+  const bar = Array.from(document.querySelectorAll('.embed-chrome > *')).filter((el) => el.checkVisibility())
+    .map((el) => ({ what: el.id || el.className, r: el.getBoundingClientRect() }));
+  const title = rects(document.querySelector('.widget-slide h2'));
+  const meets = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+  const problems = [];
+  for (const { what, r } of bar) {
+    if (r.left < -1 || r.top < -1 || r.right > innerWidth + 1 || r.bottom > innerHeight + 1) problems.push(`${what} outside the viewport`);
+    if (title.some((t) => meets(t, r))) problems.push(`${what} overlaps the title`);
+  }
+  const boxes = Array.from(document.querySelectorAll('.sim-view g.rank')).map((rank) => {
+    const box = rank.querySelector('rect.rank-box').getBoundingClientRect();
+    const inside = Array.from(rank.children).filter((el) => !el.matches('rect.rank-box')).map((el) => el.getBoundingClientRect())
+      .filter((r) => r.height > 0);
+    return box.height / (Math.max(...inside.map((r) => r.bottom)) - box.top);
+  });
+  return { problems, boxFill: Math.max(...boxes) };
+}"""
+
+
+@pytest.mark.parametrize("size", [(390, 844), (844, 390)])
+def test_a_widget_on_a_phone_keeps_everything_inside_and_apart(context_for, site, size):
+    width, height = size
+    page = context_for(viewport={"width": width, "height": height}, has_touch=True, is_mobile=True).new_page()
+    page.goto(f"{site.server_url}/embed/ddp?world_size=4")
+    page.wait_for_selector("html.deck-ready")
+    wait_for_run(page)
+    page.wait_for_timeout(500)  # the frame's transition
+    report = measure(page, "widget", 0)
+    problems = cut_off(page, "widget") + page.evaluate(WIDGET_CHROME_AND_BOXES)["problems"]
+    problems += [f"{a['text']!r} overlaps {b['text']!r}" for a, b in report.overlaps]
+    problems += [f"{t['text']!r} outside the viewport" for t in report.outside]
+    assert problems == [], problems
+    # A rank box is at most about twice as tall as what it holds (the views share a tall phone's height).
+    assert page.evaluate(WIDGET_CHROME_AND_BOXES)["boxFill"] <= 2.0

@@ -59,8 +59,9 @@ def test_export_writes_a_static_site_with_relative_urls_and_recorded_runs(settin
         assert not re.search(r"""(?:src|href)=["']/""", html), f"{page} has a root-absolute URL"
         assert '"staticSite": true' in html
     index_html = (out / "index.html").read_text()
-    assert 'src="./static/js/calculator.js"' in index_html  # the slide's absolute URL made relative
-    assert 'src="./static/js/static-site.js"' in index_html.split("</head>")[0]  # before any slide script
+    assert 'src="./static/js/calculator.js?v=' in index_html  # the slide's absolute URL made relative
+    assert 'src="./static/js/static-site.js?v=' in index_html.split("</head>")[0]  # before any slide script
+    assert (out / "embed/ddp/index.html.gz").is_file() and (out / "static/js/player/player.js.br").is_file()
     assert (out / "static/js/player/source.js").is_file() and (out / "static/vendor/d3/d3.min.js").is_file()
     catalog = json.loads((out / "api/simulations.json").read_text())
     assert {s["name"] for s in catalog} == set(scenarios.all_scenarios())

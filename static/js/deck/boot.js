@@ -4,7 +4,6 @@
  * steps, location (hash), top bar, announcements, embedding, the speaker view, print.
  */
 import Reveal from '../../vendor/reveal.js/reveal.mjs';
-import RevealNotes from '../../vendor/reveal.js/plugin/notes.mjs';
 import * as steps from './steps.js';
 import * as location from './location.js';
 import * as topbar from './topbar.js';
@@ -26,7 +25,10 @@ const reducedMotion = a11y.prefersReducedMotion();
 if (config.widget) embed.chooseWidgetViews(); // before the player mounts (the next module script)
 const size = config.widget ? embed.widgetSize() : { width: 1280, height: 720 };
 
-typeset();
+await typeset(); // fetches KaTeX only if a slide has a formula; before reveal lays the slides out
+// The speaker view (S): reveal's notes plugin (80 KB), registered once the deck shows (reveal inits a
+// plugin registered after it is ready), so that it is not on the way of the first paint.
+const notesPlugin = import('../../vendor/reveal.js/plugin/notes.mjs');
 if (printing) stepsToFragments();
 embed.guardRevealPostMessage();
 speaker.interceptMessages();
@@ -64,8 +66,9 @@ await Reveal.initialize({
   hideInactiveCursor: !config.embed,
   // The speaker view (S) previews the deck itself, never the page around an embed, nor the embed bar.
   url: config.embed ? embed.speakerUrl(config) : undefined,
-  plugins: [RevealNotes, speaker.plugin],
+  plugins: [speaker.plugin],
 });
+Reveal.registerPlugin((await notesPlugin).default);
 
 if (config.widget) window.addEventListener('resize', () => Reveal.configure(embed.widgetSize()));
 input.start(Reveal);

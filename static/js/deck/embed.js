@@ -75,8 +75,9 @@ export function widgetSize() {
 
 /**
  * How many views a widget shows side by side: one per 400 px of frame width (a view narrower
- * than that cannot keep its labels readable), one in a frame under 300 px tall. Run before the
- * player mounts (it reads data-views once).
+ * than that cannot keep its labels readable), one in a frame under 300 px tall; a tall narrow
+ * frame (a phone held upright) stacks two (deck.css), rather than stretch one down its height.
+ * Run before the player mounts (it reads data-views once).
  */
 export function chooseWidgetViews(root = document) {
   const sim = root.querySelector('.widget-slide .live-sim');
@@ -84,7 +85,8 @@ export function chooseWidgetViews(root = document) {
   let views;
   try { views = JSON.parse(sim.dataset.views || '[]'); } catch { return; }
   if (!Array.isArray(views) || views.length <= 1) return;
-  const fit = window.innerHeight < 300 ? 1 : Math.max(1, Math.floor(window.innerWidth / 400));
+  const tall = window.innerHeight >= 600 && window.innerHeight >= 1.5 * window.innerWidth;
+  const fit = window.innerHeight < 300 ? 1 : Math.max(tall ? 2 : 1, Math.floor(window.innerWidth / 400));
   if (views.length > fit) sim.dataset.views = JSON.stringify(views.slice(0, fit));
 }
 
@@ -134,6 +136,13 @@ export function startChrome(config = {}) {
     window.setTimeout(syncFocus, 0);
   });
   syncFocus();
+  // The bar sits over the slide's top right corner: the widget's title keeps clear of it (deck.css).
+  // Set on the title alone: a custom property on the root would restyle the whole page at every step.
+  const bar = document.querySelector('.embed-chrome');
+  const title = document.querySelector('.widget-slide h2');
+  if (bar && title && window.ResizeObserver) {
+    new ResizeObserver(() => title.style.setProperty('--embed-chrome-width', `${Math.ceil(bar.offsetWidth)}px`)).observe(bar);
+  }
 
   document.getElementById('embed-fullscreen')?.addEventListener('click', () => {
     if (document.fullscreenElement) document.exitFullscreen();

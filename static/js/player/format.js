@@ -15,11 +15,15 @@ export function ms(seconds) {
   return `${v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : v.toFixed(0)} ms`;
 }
 
+// One formatter for every call: toLocaleString builds a new one each time, which a view drawing
+// hundreds of values feels (it was the player's costliest function on a phone's first frame).
+const INTEGER = new Intl.NumberFormat('en-US');
+
 export function value(x) {
   if (x == null) return '–';
   if (typeof x !== 'number') return String(x);
   if (x === 0) return '0';
-  if (Number.isInteger(x) && Math.abs(x) < 1e12) return x.toLocaleString('en-US');
+  if (Number.isInteger(x) && Math.abs(x) < 1e12) return INTEGER.format(x);
   const a = Math.abs(x);
   return a >= 1e4 || a < 1e-3 ? x.toExponential(2) : x.toFixed(a < 1 ? 3 : 2);
 }

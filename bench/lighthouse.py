@@ -1,0 +1,156 @@
+"""Lighthouse (npm, pinned in package.json) against a real `distdeck serve`: a widget and the deck.
+
+Lighthouse 12's mobile preset (simulated slow 4G, 4x slower CPU) on the widget and the deck, and its
+desktop preset on the deck, each the median of REPEATS runs: the performance score, largest contentful
+paint, the bytes transferred, and the accessibility / best-practices / SEO scores that must not drop.
+Targets (issue 24): a widget >= 90, LCP <= 2.5 s, <= 600 KB; the deck >= 75 (desktop >= 95).
+
+    python -m bench.lighthouse                      # starts a server of this checkout
+    python -m bench.lighthouse --url http://host:port   # measures a server already running
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+LIGHTHOUSE = ROOT / "node_modules" / ".bin" / "lighthouse"
+CHROME = os.environ.get("CHROME_PATH", "/usr/bin/chromium")
+CHROME_FLAGS = "--headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run"
+REPEATS = int(os.environ.get("DISTDECK_BENCH_LIGHTHOUSE_REPEATS", "3"))
+# (label, path, preset): preset None is Lighthouse's default, the mobile one.
+PAGES = [
+    ("widget, mobile", "/embed/ddp?world_size=4", None),
+    ("deck, mobile", "/", None),
+    ("deck, desktop", "/", "desktop"),
+]
+CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served(pool_size: int = 4, ready_within_s: float = 600) -> Iterator[str]:
+    """`distdeck serve` of this checkout on a free port, its rank pool warm; yields its URL."""
+    port = _free_port()
+    env = {**os.environ, "DISTDECK_POOL_SIZE": str(pool_size)}
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_within_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/healthz", timeout=2).json()["simulator"] == "ready":
+                    break
+            time.sleep(0.5)
+        else:
+            raise RuntimeError(f"the server at {url} did not get ready within {ready_within_s:.0f} s")
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def lighthouse(url: str, preset: str | None) -> dict:
+    """One Lighthouse run: its scores (0-100) and the figures this benchmark reports."""
+    command = [str(LIGHTHOUSE), url, "--output=json", "--output-path=stdout", "--quiet",
+               f"--chrome-flags={CHROME_FLAGS}", f"--only-categories={','.join(CATEGORIES)}"]
+    if preset:
+        command.append(f"--preset={preset}")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, "CHROME_PATH": CHROME},
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"lighthouse failed on {url}: {done.stderr.strip()[-800:]}")
+    report = json.loads(done.stdout)
+    if report.get("runtimeError"):
+        raise RuntimeError(f"lighthouse on {url}: {report['runtimeError']}")
+    audits = report["audits"]
+    return {
+        **{name: round(100 * (report["categories"][name]["score"] or 0)) for name in CATEGORIES},
+        "lcp_s": audits["largest-contentful-paint"]["numericValue"] / 1000,
+        "tbt_ms": audits["total-blocking-time"]["numericValue"],
+        "bytes_kb": audits["total-byte-weight"]["numericValue"] / 1000,
+        "dom_elements": audits["dom-size"]["numericValue"],
+    }
+
+
+def lighthouse_retried(url: str, preset: str | None, tries: int = 3) -> dict:
+    """A loaded machine sometimes makes Lighthouse time out on the DevTools protocol: try again."""
+    for attempt in range(tries):
+        try:
+            return lighthouse(url, preset)
+        except RuntimeError as exc:
+            if attempt == tries - 1:
+                raise
+            print(f"lighthouse: again after: {str(exc)[:200]}", flush=True)
+    raise AssertionError("unreachable")
+
+
+def measure(base_url: str, repeats: int = REPEATS) -> dict[str, dict]:
+    """Every page, `repeats` runs each: the medians and every run."""
+    figures: dict[str, dict] = {}
+    for label, path, preset in PAGES:
+        runs = [lighthouse_retried(base_url + path, preset) for _ in range(repeats)]
+        medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+        figures[label] = {"url": path, "preset": preset or "mobile", "median": medians, "runs": runs}
+        print(f"lighthouse: {label:15} {path:26} performance {medians['performance']:.0f}, "
+              f"LCP {medians['lcp_s']:.1f} s, TBT {medians['tbt_ms']:.0f} ms, {medians['bytes_kb']:.0f} KB, "
+              f"{medians['dom_elements']:.0f} DOM elements; accessibility {medians['accessibility']:.0f}, "
+              f"best practices {medians['best-practices']:.0f}, SEO {medians['seo']:.0f} "
+              f"(median of {repeats})", flush=True)
+    return figures
+
+
+def missing() -> str | None:
+    """Why this benchmark cannot run here, or None."""
+    if not LIGHTHOUSE.exists():
+        return f"{LIGHTHOUSE} is missing: run `npm ci` (lighthouse is a devDependency)"
+    if not shutil.which(CHROME) and not Path(CHROME).exists():
+        return f"no Chromium at {CHROME} (set CHROME_PATH)"
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="a running server to measure (default: start one of this checkout)")
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--out", type=Path, default=RESULTS / "lighthouse-latest.json")
+    args = parser.parse_args(argv)
+    why = missing()
+    if why:
+        print(f"lighthouse: skipped, {why}", flush=True)
+        return
+    if args.url:
+        figures = measure(args.url.rstrip("/"), args.repeats)
+    else:
+        with served() as url:
+            figures = measure(url, args.repeats)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2))
+    print(f"figures written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

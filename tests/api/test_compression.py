@@ -1,0 +1,159 @@
+"""Delivery (issue 24): compressed responses where the client accepts them, with `Vary`; SSE runs still
+arrive event by event; fingerprinted static URLs cached for a year, the rest revalidated; pages that
+describe themselves (meta description)."""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+
+import anyio
+import brotli
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from app.delivery import Compression, accepted_encodings
+from app.main import create_app
+from app.settings import Settings
+from simulations.runtime import RankPool
+from tests.api.test_serving import live_server
+
+PAGES = ["/", "/?embed=1", "/embed/ddp?world_size=4"]
+TEXT = [*PAGES, "/static/js/player/player.js", "/static/css/deck.css", "/api/simulations"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(create_app(Settings(), pool=RankPool(size=8))) as client:  # the pool is never started
+        yield client
+
+
+@pytest.mark.parametrize("encoding, accept", [("br", "br, gzip, deflate"), ("gzip", "gzip, deflate"),
+                                              ("gzip", "br;q=0, gzip"), (None, "identity")])
+@pytest.mark.parametrize("path", TEXT)
+def test_text_is_compressed_as_the_client_accepts(client, path, encoding, accept):
+    response = client.get(path, headers={"Accept-Encoding": accept})
+    assert response.status_code == 200
+    assert response.headers.get("content-encoding") == encoding, path
+    assert "accept-encoding" in response.headers.get("vary", "").lower(), path
+    if encoding:  # the bytes on the wire: smaller, and what Content-Length says
+        with client.stream("GET", path, headers={"Accept-Encoding": accept}) as raw:
+            wire = b"".join(raw.iter_raw())
+        assert len(wire) < len(response.content) and int(raw.headers["content-length"]) == len(wire)
+        plain = brotli.decompress(wire) if encoding == "br" else zlib.decompress(wire, 16 + zlib.MAX_WBITS)
+        assert plain == response.content
+
+
+def test_accept_encoding_is_read_with_its_q_values():
+    assert accepted_encodings("gzip;q=1.0, br;q=0, *;q=0.1") == {"gzip", "*"}
+    assert accepted_encodings("") == set()
+    assert accepted_encodings("BR , gzip;q=bad") == {"br"}
+
+
+async def _events(scope_headers: list[tuple[bytes, bytes]], events: list[bytes]) -> list[dict]:
+    """What Compression sends for an app that streams `events` as SSE messages."""
+
+    async def sse_app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        for event in events:
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": scope_headers}
+    await Compression(sse_app)(scope, None, send)
+    return sent
+
+
+@pytest.mark.parametrize("encoding", ["br", "gzip"])
+def test_an_sse_stream_is_compressed_and_each_event_decodes_as_soon_as_it_is_sent(encoding):
+    events = [f"event: frame\nid: {i}\ndata: {{\"i\": {i}, \"pad\": \"{'x' * 40}\"}}\n\n".encode() for i in range(5)]
+    sent = anyio.run(_events, [(b"accept-encoding", encoding.encode())], events)
+    start, bodies = sent[0], [m["body"] for m in sent[1:]]
+    headers = {k.decode(): v.decode() for k, v in start["headers"]}
+    assert headers["content-encoding"] == encoding and "content-length" not in headers
+    decoder = brotli.Decompressor() if encoding == "br" else zlib.decompressobj(16 + zlib.MAX_WBITS)
+    step = decoder.process if encoding == "br" else decoder.decompress
+    # Each message the server sends decodes, on its own, to exactly the event it carries: nothing is held
+    # back in the compressor until a later event (or the end) pushes it out.
+    for event, body in zip(events, bodies):
+        assert step(body) == event
+
+
+@pytest.mark.slow
+def test_a_live_run_streams_compressed_frames_before_it_ends(pool):
+    """Through a real server: the first frames decode from what has arrived while the run still goes on."""
+    with live_server(create_app(Settings(), pool=pool)) as url:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            with http.stream("GET", "/api/simulations/ddp/frames?world_size=2&steps=4&seed=24",
+                             headers={"Accept-Encoding": "gzip"}) as response:
+                assert response.headers["content-encoding"] == "gzip"
+                decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                text, pieces_before_done = "", 0
+                for chunk in response.iter_raw():
+                    text += decoder.decompress(chunk).decode()
+                    if "event: done" not in text:
+                        pieces_before_done += "event: frame" in text
+    assert "event: done" in text and text.count("event: frame") > 1
+    assert pieces_before_done >= 1, "frames arrived only together with the end of the run"
+
+
+# Every static URL a page links, but a plain `preload`: it must be the URL that CSS (a font's url()) or a
+# script (d3's <script>, added by the player) will ask for, which has no fingerprint (and is revalidated).
+STATIC_REF = re.compile(r"""<(?!link rel="preload")[^>]*?(?:src|href)="(/static/[^"]+)\"""")
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_static_url_of_a_page_is_fingerprinted_and_cached_for_a_year(client, path):
+    html = client.get(path).text
+    urls = set(STATIC_REF.findall(html))
+    assert urls
+    for url in urls:
+        assert re.search(r"\?v=[0-9a-f]{12}$", url), url
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert response.headers["cache-control"] == "public, max-age=31536000, immutable", url
+
+
+def test_the_import_map_fingerprints_every_module_import(client):
+    html = client.get("/embed/ddp").text
+    imports = json.loads(re.search(r'<script type="importmap">(.*?)</script>', html).group(1))["imports"]
+    for module in ("/static/js/deck/steps.js", "/static/js/player/views/ranks.js", "/static/vendor/reveal.js/reveal.mjs"):
+        assert re.fullmatch(re.escape(module) + r"\?v=[0-9a-f]{12}", imports[module]), module
+        assert client.get(imports[module]).headers["cache-control"].endswith("immutable")
+
+
+@pytest.mark.parametrize("query", ["", "?v=000000000000"])
+def test_a_static_url_without_its_current_fingerprint_is_revalidated(client, query):
+    url = "/static/js/deck/boot.js" + query
+    first = client.get(url, headers={"Accept-Encoding": "gzip"})
+    assert first.headers["cache-control"] == "no-cache"
+    assert first.headers["etag"].startswith('W/"'), "a compressed body is not the file's bytes: a weak ETag"
+    again = client.get(url, headers={"Accept-Encoding": "gzip", "If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    assert "accept-encoding" in again.headers.get("vary", "").lower()
+
+
+@pytest.mark.parametrize("path, words", [("/", "slide deck"), ("/embed/ddp", "Distributed data parallel")])
+def test_pages_have_a_meta_description(client, path, words):
+    match = re.search(r'<meta name="description" content="([^"]{50,300})">', client.get(path).text)
+    assert match and words in match.group(1)
+
+
+def test_a_widget_loads_its_own_views_and_no_formulas(client):
+    """A widget page preloads the modules its scripts import and its own views, not another scenario's views,
+    and links neither KaTeX nor the theme's embedded fonts; the deck still has its formulas."""
+    widget = client.get("/embed/ddp?views=ranks,timeline").text
+    preloads = re.findall(r'<link rel="modulepreload" href="/static/([^"?]+)\?v=', widget)
+    assert {"js/player/views/ranks.js", "js/player/views/timeline.js", "js/deck/steps.js",
+            "vendor/reveal.js/reveal.mjs"} <= set(preloads)
+    assert not {"js/player/views/pipeline.js", "js/player/views/memory.js"} & set(preloads)
+    assert "katex.min.css" not in widget and "vendor/katex/katex.mjs" not in preloads and "theme/black.css" not in widget
+    deck = client.get("/").text
+    assert "katex.min.css" in deck and "theme/black.css" not in deck
