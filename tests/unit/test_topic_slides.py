@@ -1,0 +1,77 @@
+"""The practitioners' topics of issue 22: the five dimensions side by side, FSDP2 as the programming
+model, the critical batch size and FP8 recipes. Each slide is rendered and its figures read back and
+recomputed here from their sources (simulations.formulas, the papers' published figures), so that a
+figure typed into a template, or computed from the wrong inputs, fails."""
+
+from __future__ import annotations
+
+import html as html_lib
+import re
+from pathlib import Path
+
+import pytest
+
+from app.slides import jinja_env, load_deck, render_slides
+from simulations import formulas
+
+SLIDES = (Path(__file__).resolve().parents[2] / "slides").resolve()
+GB = formulas.GB
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, str]:
+    deck = load_deck(SLIDES)
+    return dict(zip([s.id for s in deck.slides], render_slides(deck, jinja_env(SLIDES)), strict=True))
+
+
+def text_of(markup: str) -> str:
+    """What a reader sees, KaTeX's MathML and scripts dropped, entities decoded, whitespace collapsed."""
+    markup = re.sub(r"<script.*?</script>|<annotation.*?</annotation>", " ", markup, flags=re.S)
+    return re.sub(r"\s+", " ", html_lib.unescape(re.sub(r"<[^>]+>", " ", markup))).strip()
+
+
+def notes_of(markup: str) -> str:
+    return text_of(re.search(r'<aside class="notes">(.*?)</aside>', markup, re.S).group(1))
+
+
+def row(markup: str, row_id: str) -> str:
+    return text_of(re.search(rf'<tr id="{row_id}">(.*?)</tr>', markup, re.S).group(1))
+
+
+def gb(n_bytes: float, digits: int = 0) -> str:
+    return f"{n_bytes / GB:,.{digits}f} GB"
+
+
+def order(deck, *ids: str) -> list[int]:
+    return [[s.id for s in deck.slides].index(i) for i in ids]
+
+
+# ---- the five dimensions ----
+
+def test_five_d_sends_what_each_formula_gives(rendered):
+    """70B (h = 8192), one sequence of 8192 tokens, bf16: every figure from a ring (or all-to-all) count
+    of its own, redone here with the notation's formulas written out."""
+    shape = formulas.PRESETS["70B"]
+    s, h, e = 8192, shape.hidden, 2
+    markup = rendered["five-d"]
+    dp = 2 * 63 / 64 * shape.params * e  # ring all-reduce of the bf16 gradients over 64 ranks
+    fsdp = 3 * 63 / 64 * shape.params * e  # two all-gathers and a reduce-scatter
+    assert f"{gb(dp)}; FSDP {gb(fsdp)}" in row(markup, "five-d-dp")
+    tp = 4 * 2 * 7 / 8 * s * h * e  # Megatron's f and g: two all-reduces forward, two backward, per layer
+    assert f"{gb(tp, 2)} per layer" in row(markup, "five-d-tp")
+    assert f"{gb(s * h * e, 2)} each way" in row(markup, "five-d-pp")
+    cp = 2 * 7 * (s // 8) * h * e  # K and V blocks, 7 hops of the ring, all heads
+    assert f"{gb(cp, 2)} per layer" in row(markup, "five-d-cp")
+    ep = 4 * 63 / 64 * 8 * s * h * e  # dispatch and combine, forward and backward, top-8
+    assert f"{gb(ep, 1)} per layer" in row(markup, "five-d-ep")
+    notes = notes_of(markup)
+    assert f"{gb(dp)} for a 70B model" in notes and f"{gb(tp, 2)} per layer" in notes
+
+
+def test_five_d_comes_before_the_strategy_map_and_cites_its_sources(rendered):
+    deck = load_deck(SLIDES)
+    a, b = order(deck, "five-d", "strategy-map")
+    assert b == a + 1
+    text = text_of(rendered["five-d"])
+    for source in ("1909.08053", "2412.19437", "2407.21783", "torchtitan", "Ultra-Scale Playbook"):
+        assert source in text
