@@ -75,3 +75,37 @@ def test_five_d_comes_before_the_strategy_map_and_cites_its_sources(rendered):
     text = text_of(rendered["five-d"])
     for source in ("1909.08053", "2412.19437", "2407.21783", "torchtitan", "Ultra-Scale Playbook"):
         assert source in text
+
+
+# ---- the critical batch size ----
+
+def test_critical_batch_trade_off_is_mccandlishs(rendered):
+    """(S/Smin − 1)(E/Emin − 1) = 1 with B_crit = Emin/Smin: each row's steps and samples, redone."""
+    markup = rendered["critical-batch"]
+    table = re.search(r'<table class="numbers critical-batch-model"[^>]*>(.*?)</table>', markup, re.S).group(1)
+    rows = [[text_of(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", r, re.S)]
+            for r in re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1], re.S)]
+    assert len(rows) >= 3
+    for ratio, steps, samples in rows:
+        b = float(ratio)
+        assert float(steps) == pytest.approx(1 + 1 / b) and float(samples) == pytest.approx(1 + b)
+        assert (float(steps) - 1) * (float(samples) - 1) == pytest.approx(1)
+
+
+def test_critical_batch_quotes_the_published_batches_and_the_zero3_limit(rendered):
+    from app import estimate_math as scale
+
+    markup = rendered["critical-batch"]
+    runs = text_of(re.search(r'<table class="numbers critical-batch-runs"[^>]*>(.*?)</table>', markup, re.S).group(1))
+    # Llama 3 405B, Table 4: DP 128 × 16 sequences of 8,192 tokens on 16,384 GPUs.
+    llama = 128 * 16 * 8192
+    assert f"Llama 3 405B {llama / 1e6:.1f} M {128 * 16:,} 16,384 {llama // 16384:,}" in runs
+    # DeepSeek-V3 §4.2: 15,360 sequences of 4,096 tokens; §3.1: 2,048 H800s.
+    assert f"DeepSeek-V3 {15360 * 4096 / 1e6:.1f} M 15,360 2,048 {15360 * 4096 // 2048:,}" in runs
+    assert "GPT-3 175B 3.2 M" in runs  # Table 2.1
+    psi = formulas.PRESETS["70B"].params
+    hide = scale.tokens_to_hide(scale.dp_sync(psi, 3, 16384), psi)
+    text = text_of(markup)
+    assert f"only past {hide:,.0f} tokens per GPU: at most {llama / hide:,.0f} GPUs" in text
+    assert f"needs about {hide:,.0f} tokens per GPU" in notes_of(markup)
+    assert hide > llama / 16384  # the point: Llama 3's 1,024 tokens per GPU would not hide ZeRO-3 alone
