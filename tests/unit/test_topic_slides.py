@@ -135,3 +135,64 @@ def test_fp8_recipes_scale_overheads_and_fp8_gathers(rendered):
     deck = load_deck(SLIDES)
     a, b = order(deck, "precision", "fp8-recipes")
     assert b == a + 1
+
+
+# ---- FSDP2 as the programming model ----
+
+FSDP2_HARNESS = """
+import os, sys, tempfile
+import torch, torch.distributed as dist, torch.nn as nn
+from torch.distributed.tensor import DTensor, Replicate, Shard
+dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+N = R = S = 1
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(2))
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+model = Model()
+exec(sys.stdin.read().replace('"cuda"', '"cpu"'))
+model(torch.randn(2, 8)).sum().backward()
+weight = model.layers[0].weight
+assert isinstance(weight, DTensor) and weight.placements == (Replicate(), Shard(0)), weight.placements
+dist.destroy_process_group()
+print("ok")
+"""
+
+
+def test_fsdp2_slide_code_runs_on_pytorch_and_gives_hsdp_placements(rendered):
+    """The slide's code, as the reader sees it, run on this PyTorch (cuda → cpu, one gloo rank): the
+    last mesh it builds is the 2-D one, so every parameter ends as a DTensor (Replicate(), Shard(0))."""
+    import subprocess
+    import sys
+
+    code = html_lib.unescape(re.search(r'<code class="language-python"[^>]*>(.*?)</code>', rendered["fsdp2-mesh"],
+                                       re.S).group(1))
+    assert "from torch.distributed.fsdp import (fully_shard," in code and "init_device_mesh" in code
+    run = subprocess.run([sys.executable, "-c", FSDP2_HARNESS], input=code, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
+
+
+def test_fsdp2_slide_quotes_the_formula_beside_the_live_zero3_run(rendered):
+    from app import memory_math as mem
+
+    markup = rendered["fsdp2-mesh"]
+    live = re.search(r'class="live-sim" data-scenario="zero" data-params=\'(.*?)\'', markup).group(1)
+    import json
+
+    params = json.loads(html_lib.unescape(live))
+    assert params["stage"] == 3 and params["precision"] == "fp32"  # the runs that check against fully_shard
+    psi = mem.zero_run_params(params["width"], params["depth"])
+    n = params["world_size"]
+    notes = notes_of(markup)
+    # fp32 ZeRO-3: 4 + 4 + 8 bytes per parameter, each divided by N (REFERENCE.md's table)
+    assert f"{psi:,} parameters in fp32" in notes
+    assert f"{4 * psi / n:,.0f} bytes of parameters, {4 * psi / n:,.0f} of gradients and {8 * psi / n:,.0f} of Adam" in notes
+    assert '"stage 3 equals torch FSDP2 (fully_shard)"' in notes
+    deck = load_deck(SLIDES)
+    a, b = order(deck, "hsdp-live", "fsdp2-mesh")
+    assert b == a + 1
