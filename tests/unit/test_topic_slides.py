@@ -196,3 +196,11 @@ def test_fsdp2_slide_quotes_the_formula_beside_the_live_zero3_run(rendered):
     deck = load_deck(SLIDES)
     a, b = order(deck, "hsdp-live", "fsdp2-mesh")
     assert b == a + 1
+
+
+def test_every_new_slide_has_a_place_in_a_talk():
+    deck = load_deck(SLIDES)
+    placed = {slide for name in ("45", "90") for slide in deck.find_track(name).slides}
+    for slide in ("five-d", "critical-batch", "fp8-recipes", "fsdp2-mesh"):
+        assert slide in placed, slide
+    assert "five-d" in deck.find_track("45").slides  # the 45-minute talk shows every dimension, then puts them together
