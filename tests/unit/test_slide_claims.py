@@ -184,7 +184,7 @@ ARXIV = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?!\d)")
 
 
 def test_the_references_list_every_paper_a_slide_cites(rendered):
-    references = rendered["references-papers"] + rendered["references-more"]
+    references = "".join(markup for slide_id, markup in rendered.items() if slide_id.startswith("references"))
     listed = set(ARXIV.findall(references))
     cited = {}
     for slide_id, markup in rendered.items():
