@@ -227,3 +227,22 @@ def test_every_section_with_a_live_slide_asks_a_prediction_first(rendered, deck)
             assert set(spec) == {"read", "per", "pick", "format", "choices"}, "the answer is never in the markup"
             assert spec["read"].startswith("figures."), slide_id
             assert 'class="live-sim"' in html, f"{slide_id}: a question needs a run to answer it"
+
+
+def test_no_slide_or_note_names_a_file_of_the_repository(rendered):
+    """The presenter and the audience have the deck, not its source tree: a slide or a note says what
+    was measured and where (a paper, NCCL, the deck's own run), never "see REFERENCE.md" or "zero.py".
+    The names checked: every file the repository tracks, and the design notes kept beside it."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    names = {Path(p).name for p in tracked if "." in Path(p).name.strip(".")} | {"REFERENCE.md", "DESIGN.md"}
+    pattern = re.compile(r"(?<![\w/.-])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+                         + r")(?![\w-])")
+    found = {}
+    for slide_id, html in rendered.items():
+        text = text_of(re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S))
+        hits = sorted(set(pattern.findall(text)))
+        if hits:
+            found[slide_id] = hits
+    assert found == {}, f"slides or notes naming repository files: {found}"
