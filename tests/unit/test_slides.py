@@ -246,3 +246,37 @@ def test_no_slide_or_note_names_a_file_of_the_repository(rendered):
         if hits:
             found[slide_id] = hits
     assert found == {}, f"slides or notes naming repository files: {found}"
+
+
+def test_every_projected_view_at_its_defaults_models_a_layout_that_fits(rendered):
+    """A live slide whose view is the modelled cluster (the `projected` view) times its run at its
+    defaults on the cluster the slide names (else Llama 3 70B on the run's own number of H100s, as
+    static/js/player/views/projected.js asks): that layout must fit in the GPUs' memory, or the deck
+    would time a training step that cannot run."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    def attribute(tag: str, name: str):
+        found = re.search(rf"{name}='([^']*)'", tag)
+        return json.loads(found.group(1).replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&")) if found else None
+
+    client = TestClient(create_app(Settings(start_pool_on_startup=False)), raise_server_exceptions=False)
+    defaults = {s["name"]: s["defaults"] for s in client.get("/api/simulations").json()}
+    projected = {}
+    for slide_id, html in rendered.items():
+        for tag in re.findall(r'<div class="live-sim"[^>]*>', html):
+            if "projected" not in attribute(tag, "data-views"):
+                continue
+            scenario = re.search(r'data-scenario="([^"]+)"', tag).group(1)
+            cluster = {"model": "llama3-70b", "gpu": "h100-80gb", **(attribute(tag, "data-cluster") or {})}
+            params = {**defaults[scenario], **attribute(tag, "data-params")}
+            query = {"scenario": scenario, **cluster, **{k: str(v).lower() if isinstance(v, bool) else v
+                                                         for k, v in params.items() if k != "seed" and v is not None}}
+            response = client.get("/api/estimate/replay", params=query)
+            assert response.status_code == 200, (slide_id, response.text)
+            body = response.json()
+            projected[slide_id] = (body["model"], body["gpus"], body["fits"], round(body["memory_per_gpu_bytes"]["total"] / 1e9))
+    assert {"tp-on-a-cluster", "zero3-on-a-cluster", "on-a-cluster"} <= set(projected)
+    assert [s for s, (_, _, fits, _) in projected.items() if not fits] == [], projected
