@@ -280,3 +280,16 @@ def test_every_projected_view_at_its_defaults_models_a_layout_that_fits(rendered
             projected[slide_id] = (body["model"], body["gpus"], body["fits"], round(body["memory_per_gpu_bytes"]["total"] / 1e9))
     assert {"tp-on-a-cluster", "zero3-on-a-cluster", "on-a-cluster"} <= set(projected)
     assert [s for s, (_, _, fits, _) in projected.items() if not fits] == [], projected
+
+
+def test_the_hiding_plot_says_plainly_why_it_times_a_layout_that_does_not_fit(rendered):
+    """comm-hides times plain DDP of Llama 3 8B on 512 H100s, which the estimator says does not fit
+    (16 bytes a parameter): the slide itself says so, and why it is shown anyway."""
+    from app.estimate_math import estimate
+
+    ddp = estimate("llama3-8b", gpus=512, gpus_per_node=8, tp=1, zero_stage=0, micro_batch=1,
+                   global_batch=512 * 4, seq_len=2048)
+    assert not ddp.fits
+    why = re.search(r'<li class="projection-why">(.*?)</li>', rendered["comm-hides"], re.S)
+    assert why and "does not fit" in why.group(1) and mem.gb(ddp.memory_per_gpu_bytes["total"]
+                                                          - ddp.memory_per_gpu_bytes["activations"]) in why.group(1)
