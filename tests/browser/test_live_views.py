@@ -2,7 +2,9 @@
 
 Every live slide, at its first, middle and last step: every text in the simulation renders at
 16 px or more (axis ticks 14), no two labels overlap, nothing leaves the viewport, and the slide
-tells its story in at most 20 presses. Frame changes animate (and do not under reduced motion), a
+tells its story in at most 20 presses, and its views keep their size from step to step (a resized
+pane is redrawn at once, not animated). Frame changes animate, picture by picture on the page's
+own paused clock (and do not under reduced motion), a
 key during a transition finishes it, and → twice quickly lands two steps on. pp-side-by-side steps
 both schedules together. A refused re-run clears the old run and says which constraint failed.
 
@@ -62,6 +64,20 @@ def live_slides(page) -> list[str]:
                          ".filter(s => s.querySelector('.live-sim')).map(s => s.id)")
 
 
+# Every step of a live slide, the size of each of its views (their viewBox is their pane's size).
+PANES_PER_STEP = """(id) => {
+  const slide = document.getElementById(id);
+  const stepper = window.distdeck.stepperOf(slide);
+  const panes = [];
+  for (let k = 0; k < stepper.count; k += 1) {
+    stepper.go(k);
+    panes.push(Array.from(slide.querySelectorAll('svg.sim-view')).map((v) => v.getAttribute('viewBox')).join(' | '));
+  }
+  stepper.go(0);
+  return panes;
+}"""
+
+
 def test_every_live_slide_reads_from_the_back_row_at_1280x720(browser, site):
     context, page = open_page(browser, reduced=True)
     try:
@@ -81,6 +97,11 @@ def test_every_live_slide_reads_from_the_back_row_at_1280x720(browser, site):
             presses[slide] = count
             assert count <= MAX_PRESSES, f"{slide}: {count} steps at its defaults"
             first = asked(page, slide)  # the question hides the run: its first step is the run's first
+            # Through every step (in the page, at once: reduced motion draws each end state), the views
+            # keep their size: a pane that changes size between two frames is redrawn, not animated.
+            panes = page.evaluate(PANES_PER_STEP, slide)
+            if len(set(panes)) > 1:
+                problems.append(f"{slide}: the views change size from step to step: {sorted(set(panes))}")
             for step in sorted({first, (first + count - 1) // 2, count - 1}):
                 page.evaluate("([id, k]) => { location.hash = `#/${id}/${k}`; }", [slide, step])
                 page.wait_for_function("(k) => window.distdeck.position().step === k", arg=step)
@@ -145,6 +166,43 @@ def test_nothing_on_any_slide_is_cut_off(browser, site, size):
 
 def view_picture(page, slide: str) -> bytes:
     return page.locator(f"#{slide} .sim-views").screenshot(animations="allow")
+
+
+# The views' drawing, as markup: a transition changes it at every tick; a jump only once.
+VIEWS_MARKUP = "(id) => Array.from(document.querySelectorAll(`#${id} svg.sim-view`))" \
+               ".map(v => v.getAttribute('viewBox') + v.innerHTML).join('|')"
+# The steps where the issue saw a jump (tp-live: its first press, the caption going from three lines
+# to two; ddp-live: its third and fourth presses), and ring-live's first.
+SAMPLED = [("tp-live", 0), ("tp-live", 1), ("ring-live", 0), ("ddp-live", 2), ("ddp-live", 3)]
+
+
+@pytest.mark.parametrize("slide,press", SAMPLED, ids=[f"{s}-{k}" for s, k in SAMPLED])
+def test_a_step_passes_through_in_between_pictures(browser, site, slide, press):
+    """The picture of the views, sampled on the page's own clock (paused, so a loaded machine samples
+    the same moments as an idle one): before the press, right after it, 150 and 300 ms in, and
+    settled. A transition shows pictures in between; a jump only the before and the after. A caption
+    wrapping to another line count used to resize the views, and a resized pane is redrawn at once."""
+    context, page = open_page(browser, reduced=False)
+    try:
+        page.clock.install()  # timers, requestAnimationFrame, performance.now: what d3 transitions run on
+        go(page, site.export_url, slide)
+        go(page, site.export_url, slide, asked(page, slide) + press)
+        page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)
+        page.clock.run_for(1_000)  # drawn for its pane, nothing in motion
+        page.locator("#deck").focus()
+        markup = [page.evaluate(VIEWS_MARKUP, slide)]
+        pictures = [view_picture(page, slide)]
+        page.keyboard.press("ArrowRight")
+        for ms in (0, 150, 150, 3_000):  # a step of several frames plays within 2.4 s
+            page.clock.run_for(ms)
+            markup.append(page.evaluate(VIEWS_MARKUP, slide))
+            pictures.append(view_picture(page, slide))
+        assert markup[0] != markup[-1], "the step changed nothing"
+        assert len(set(pictures)) >= 3 and len(set(markup)) >= 3, \
+            f"{len(set(pictures))} distinct pictures, {len(set(markup))} distinct drawings: a jump"
+        assert page.console_errors == []
+    finally:
+        context.close()
 
 
 def test_a_frame_change_animates_and_a_key_during_it_finishes_it(browser, site):

@@ -1,14 +1,19 @@
 """Print what the audience saw, and a speaker window that follows the steps.
 
 Print: the static copy's ?print-pdf (recorded runs, as a static host prints them) has, for every
-live slide, one page per step of its player, each with the frame drawn; no live slide is blank.
+live slide, one page per step of its player, each with the frame drawn; no live slide is blank. On
+the live server, "Ready to print" waits until every modelled cluster view has drawn its estimate.
 Speaker view (S): a step made in the main window moves the speaker window's current preview to
 that step and its upcoming preview to the next one; a step made in the speaker window moves
 the main window; the notes name the step and the run's caption."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from html import unescape as html_unescape
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -73,6 +78,77 @@ def test_print_view_has_a_page_per_step_of_every_live_slide(page, site):
     assert printed["blank"] == 0
     # The measured points of the bubble plot are in too.
     assert page.locator(".pdf-page #pp-bubble-svg .pp-points circle").count() >= 10
+
+
+def projected_runs(html: str) -> dict[str, list[dict[str, str]]]:
+    """The runs under the deck's modelled-cluster (projected) views, per scenario, as query strings say them."""
+    runs: dict[str, list[dict[str, str]]] = {}
+    for tag in re.findall(r'<div class="live-sim"[^>]*>', html):
+        if "projected" not in json.loads(html_unescape(re.search(r"data-views='([^']*)'", tag).group(1))):
+            continue
+        scenario = re.search(r'data-scenario="([^"]+)"', tag).group(1)
+        params = json.loads(html_unescape(re.search(r"data-params='([^']*)'", tag).group(1)))
+        runs.setdefault(scenario, []).append({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in params.items()})
+    return runs
+
+
+@pytest.mark.timeout(900)  # the live server prints the deck: three runs, the estimator's answers
+def test_print_is_ready_only_once_every_modelled_view_has_drawn(browser, site):
+    """The modelled cluster views draw when the estimator answers, after their run's frames: "Ready to
+    print" must wait for that answer, not for the run. The estimator's answers are held back until a
+    modelled run is done (and a moment more); when Ready appears, every page of every modelled view has
+    its timeline drawn. Only the runs under those views run here (the others are refused at once), so
+    the print view gets to them in seconds."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    try:
+        runs = projected_runs(page.request.get(site.server_url + "/").text())
+        assert sum(map(len, runs.values())) >= 3, runs
+
+        def frames(route) -> None:
+            url = urlparse(route.request.url)
+            query = {k: v[0] for k, v in parse_qs(url.query).items()}
+            wanted = runs.get(url.path.split("/")[-2], [])
+            if any(all(query.get(k) == v for k, v in run.items()) for run in wanted):
+                route.continue_()
+            else:
+                route.fulfill(status=422, json={"detail": "not run in this test"})
+
+        held, released = [], []
+
+        def estimate(route) -> None:
+            if released:
+                route.continue_()
+            else:
+                held.append(route)
+
+        page.route("**/api/simulations/*/frames?*", frames)
+        page.route("**/api/estimate/replay?*", estimate)
+        page.goto(site.server_url + "/?print-pdf")
+        page.wait_for_function("() => window.distdeck?.players?.some((p) => p.viewNames.includes('projected')"
+                               " && p.status === 'done')", timeout=600_000)
+        # Before the fix the run being done was enough: its pages were copied at once, empty. A moment
+        # for that to happen, if it would (the fixed view waits however long this is).
+        page.wait_for_timeout(3_000)
+        assert held, "the modelled views asked the estimator nothing"
+        assert not page.evaluate("() => document.documentElement.classList.contains('print-ready')")
+        released.append(True)
+        for route in held:
+            route.continue_()
+        page.wait_for_selector("html.print-ready", state="attached", timeout=600_000)
+        drawn = page.evaluate("""() => {
+          const out = {};
+          for (const copy of document.querySelectorAll('.pdf-step-page')) {
+            const view = copy.querySelector('.sim-view-projected');
+            if (view) (out[copy.querySelector('section').id] ??= []).push(view.querySelectorAll('rect').length);
+          }
+          return out;
+        }""")
+        assert set(drawn) == {"tp-on-a-cluster", "zero3-on-a-cluster", "on-a-cluster"}, drawn
+        empty = {slide: pages for slide, pages in drawn.items() if min(pages) == 0}
+        assert empty == {}, f"pages of modelled views copied before they were drawn (span count per page): {empty}"
+    finally:
+        context.close()
 
 
 def test_speaker_window_follows_steps_both_ways(page, site):

@@ -252,3 +252,56 @@ def test_the_story_order(deck):
         assert closing in ([], [ids[-1]]), f"{section.slug}: {ids[-1]} after its pros and cons"
     assert deck.find("on-a-cluster").section_slug == "06-pipeline"
     assert next(s.title for s in deck.sections if s.slug == "10-ring-attention") == "Context parallelism"
+
+
+def test_no_slide_or_note_names_a_file_of_the_repository(rendered):
+    """The presenter and the audience have the deck, not its source tree: a slide or a note says what
+    was measured and where (a paper, NCCL, the deck's own run), never "see REFERENCE.md" or "zero.py".
+    The names checked: every file the repository tracks, and the design notes kept beside it."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    names = {Path(p).name for p in tracked if "." in Path(p).name.strip(".")} | {"REFERENCE.md", "DESIGN.md"}
+    pattern = re.compile(r"(?<![\w/.-])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+                         + r")(?![\w-])")
+    found = {}
+    for slide_id, html in rendered.items():
+        text = text_of(re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S))
+        hits = sorted(set(pattern.findall(text)))
+        if hits:
+            found[slide_id] = hits
+    assert found == {}, f"slides or notes naming repository files: {found}"
+
+
+def test_every_projected_view_at_its_defaults_models_a_layout_that_fits(rendered):
+    """A live slide whose view is the modelled cluster (the `projected` view) times its run at its
+    defaults on the cluster the slide names (else Llama 3 70B on the run's own number of H100s, as
+    static/js/player/views/projected.js asks): that layout must fit in the GPUs' memory, or the deck
+    would time a training step that cannot run."""
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from app.settings import Settings
+
+    def attribute(tag: str, name: str):
+        found = re.search(rf"{name}='([^']*)'", tag)
+        return json.loads(found.group(1).replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&")) if found else None
+
+    client = TestClient(create_app(Settings(start_pool_on_startup=False)), raise_server_exceptions=False)
+    defaults = {s["name"]: s["defaults"] for s in client.get("/api/simulations").json()}
+    projected = {}
+    for slide_id, html in rendered.items():
+        for tag in re.findall(r'<div class="live-sim"[^>]*>', html):
+            if "projected" not in attribute(tag, "data-views"):
+                continue
+            scenario = re.search(r'data-scenario="([^"]+)"', tag).group(1)
+            cluster = {"model": "llama3-70b", "gpu": "h100-80gb", **(attribute(tag, "data-cluster") or {})}
+            params = {**defaults[scenario], **attribute(tag, "data-params")}
+            query = {"scenario": scenario, **cluster, **{k: str(v).lower() if isinstance(v, bool) else v
+                                                         for k, v in params.items() if k != "seed" and v is not None}}
+            response = client.get("/api/estimate/replay", params=query)
+            assert response.status_code == 200, (slide_id, response.text)
+            body = response.json()
+            projected[slide_id] = (body["model"], body["gpus"], body["fits"], round(body["memory_per_gpu_bytes"]["total"] / 1e9))
+    assert {"tp-on-a-cluster", "zero3-on-a-cluster", "on-a-cluster"} <= set(projected)
+    assert [s for s, (_, _, fits, _) in projected.items() if not fits] == [], projected

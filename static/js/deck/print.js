@@ -80,20 +80,21 @@ function copyControlValues(from, to) {
   });
 }
 
-/** Copies of a live slide's page, one per step (kept out of the document: every step re-renders). */
-async function pagesFor(page, slide) {
+/**
+ * Copies of a live slide's page, one per step (kept out of the document: every step re-renders).
+ * A step's page is copied once every player of the slide says its views have drawn it (their modules
+ * loaded, and a modelled cluster's estimate answered): a promise per player, not a guess.
+ */
+async function pagesFor(page, slide, players) {
   const stepper = stepperOf(slide);
   const sims = Array.from(page.querySelectorAll('.live-sim'));
   await until(() => !stepper?.pending, 180_000, 100);
   if (!stepper) return [];
   const copies = [];
-  const drawn = () => sims.every((sim) => Array.from(sim.querySelectorAll('.sim-view')).some((v) => v.childElementCount));
   for (let k = 0; k < stepper.count; k += 1) {
     stepper.go(k);
-    // The player draws once its view modules are loaded (the first step), then at once: end
-    // states only in print (preferEndStates), so a settled frame is a task away.
-    await sleep(0);
-    if (k === 0) await until(drawn, 5_000, 20);
+    // End states only in print (preferEndStates): the frame is drawn at once, or once fetched.
+    await Promise.all(players.map((player) => player.drawn()));
     await until(() => !sims.some(animating), 3_000, 20);
     const copy = page.cloneNode(true);
     copyControlValues(page, copy);
@@ -130,7 +131,7 @@ export async function printLiveSlides(reveal, { concurrency = 2 } = {}) {
       const [slide, { page, players: own }] = queue.shift();
       for (const player of own) player.start();
       try {
-        printed.push([page, await pagesFor(page, slide)]);
+        printed.push([page, await pagesFor(page, slide, own)]);
       } catch (err) {
         console.warn('distdeck: could not print', slide.id, err); // eslint-disable-line no-console
       }

@@ -130,6 +130,8 @@ export class Player {
     this.params = parseJson(element.dataset.params, {});
     this.viewNames = parseJson(element.dataset.views, []);
     this.controlNames = parseJson(element.dataset.controls, []);
+    // The modelled cluster a projected view times the run on ({ model, gpu, gpus }), when the slide names one.
+    this.cluster = parseJson(element.dataset.cluster ?? 'null', null) ?? undefined;
     this.source = source;
     if (element.dataset.run) { // a recorded run (serve --runs): replayed as recorded, nothing to change
       this.source = (scenario, params, handlers) => streamRecordedRun(element.dataset.run, handlers);
@@ -233,6 +235,13 @@ export class Player {
     this.statusEl.setAttribute('aria-live', 'polite');
     this.viewsEl = Object.assign(document.createElement('div'), { className: 'sim-views' });
     this.captionEl = Object.assign(document.createElement('p'), { className: 'sim-caption' });
+    // The caption's room is the run's tallest caption, kept by an invisible copy of each caption in
+    // the same grid cell: a frame whose caption wraps to another line count does not resize the views
+    // (a resized pane is redrawn at once, so the frame change would jump instead of animating).
+    this.captionSizer = Object.assign(document.createElement('div'), { className: 'sim-caption-sizer' });
+    this.captionSizer.setAttribute('aria-hidden', 'true');
+    const captionBox = Object.assign(document.createElement('div'), { className: 'sim-caption-box' });
+    captionBox.append(this.captionEl, this.captionSizer);
     this.summaryEl = Object.assign(document.createElement('div'), { className: 'sim-summary' });
     // Grouped steps by default; every frame on request (the steps then are the frames).
     this.framesToggle = Object.assign(document.createElement('label'), { className: 'sim-control sim-frames-toggle' });
@@ -250,9 +259,11 @@ export class Player {
     const right = Object.assign(document.createElement('div'), { className: 'sim-header-right' });
     right.append(this.framesToggle, this.statusEl);
     header.append(this.controlsEl, right);
-    el.replaceChildren(header, this.viewsEl, this.captionEl, this.summaryEl);
+    el.replaceChildren(header, this.viewsEl, captionBox, this.summaryEl);
     this.svgs = new Map();
     this.views = new Map();
+    this.loading = []; // the views' modules, loading
+    this.drawing = Promise.resolve(); // the frame on screen, drawn
     // A pane that changes size (the slide laid out, the window resized) is drawn again for it.
     this.resizer = new ResizeObserver(() => {
       if (this.frames.length && this.sizeChanged()) this.show(this.index, { duration: 0 });
@@ -313,6 +324,7 @@ export class Player {
       frame: (frame) => {
         if (frame.index !== this.frames.length) return; // a resumed stream repeats nothing we keep
         this.frames.push(frame);
+        this.reserveCaption(frame.caption);
         this.regroup();
         if (this.frames.length === 1) this.show(0, { duration: 0 });
         this.updateStatus();
@@ -336,10 +348,17 @@ export class Player {
     });
   }
 
+  /** Room for `caption` under the views, once per distinct caption of the run. */
+  reserveCaption(caption) {
+    if (!caption || Array.from(this.captionSizer.children).some((p) => p.textContent === caption)) return;
+    this.captionSizer.append(Object.assign(document.createElement('p'), { textContent: caption }));
+  }
+
   /** The old run's pictures, caption and checks go: they belong to other settings. */
   clear() {
     for (const svg of this.svgs.values()) { finish(svg); svg.querySelector(':scope > g.frame-layer')?.remove(); }
     this.captionEl.textContent = '';
+    this.captionSizer.replaceChildren();
     this.summaryEl.replaceChildren();
     this.slide?.querySelector('aside.notes .sim-notes')?.remove();
   }
@@ -382,10 +401,10 @@ export class Player {
       svg.setAttribute('aria-label', `${name} view`);
       this.viewsEl.append(svg);
       this.svgs.set(name, svg);
-      loadView(name).then((view) => {
+      this.loading.push(loadView(name).then((view) => {
         this.views.set(name, view);
         if (this.frames.length) this.show(this.index, { duration: 0 });
-      }, (err) => console.warn(`distdeck: view ${name} failed to load`, err)); // eslint-disable-line no-console
+      }, (err) => console.warn(`distdeck: view ${name} failed to load`, err))); // eslint-disable-line no-console
     }
     this.viewsEl.dataset.count = String(this.svgs.size);
     this.viewsEl.dataset.views = Array.from(this.svgs.keys()).join(' ');
@@ -405,6 +424,7 @@ export class Player {
       detail: { slide: this.slide?.id ?? null, caption: frame.caption, frame: this.index, frames: this.frames.length,
         step: this.stepIndex, steps: this.steps.length },
     }));
+    const drawing = [];
     for (const [name, svg] of this.svgs) {
       const view = this.views.get(name);
       if (!view) continue; // drawn when its module has loaded
@@ -414,10 +434,11 @@ export class Player {
       svg.setAttribute('viewBox', viewBox);
       const scene = {
         meta: this.meta, frames: this.frames, index: this.index, frame, summary: this.summary,
-        size: { width, height }, params: this.params,
+        size: { width, height }, params: this.params, cluster: this.cluster,
       };
       try {
-        const draw = (root) => { view.render(root, scene); declutter(root.node()); };
+        // A view that fetches what it draws (the projected one) returns a promise of its picture.
+        const draw = (root) => { drawing.push(view.render(root, scene)); declutter(root.node()); };
         const layer = swap(svg, draw, { duration: resized ? 0 : duration });
         // What a view says about itself (data-*, aria-label) belongs on its SVG.
         for (const attr of Array.from(layer.attributes)) {
@@ -429,6 +450,20 @@ export class Player {
       } catch (err) {
         console.warn(`distdeck: view ${name} failed`, err); // eslint-disable-line no-console
       }
+    }
+    this.drawing = Promise.all(drawing).catch(() => {});
+  }
+
+  /**
+   * Resolves once every view has drawn the frame on screen: its module loaded, and what a view fetches
+   * to draw (the modelled cluster's estimate) answered. Print waits on it before copying a page.
+   */
+  async drawn() {
+    for (;;) {
+      const { drawing } = this;
+      await Promise.all([...this.loading, drawing]);
+      // A view module that loaded meanwhile drew the frame again: wait for that drawing too.
+      if (drawing === this.drawing) return;
     }
   }
 

@@ -288,23 +288,24 @@ function refusal(error, gpus) {
 
 /**
  * `cluster` ({ model, gpu, gpus }): the preset, GPU and cluster size to model; Llama 3 70B on the run's
- * own number of H100s by default. `size`: the pane, in slide pixels (the SVG's viewBox).
+ * own number of H100s by default. `size`: the pane, in slide pixels (the SVG's viewBox). Returns a
+ * promise that resolves once the view is drawn (the estimate answered, or the reason it was not).
  */
 export function render(svg, { meta, cluster, size }) {
-  if (!meta) return;
+  if (!meta) return Promise.resolve();
   const node = svg.node ? svg.node() : svg;
   const target = window.d3.select(node);
   const pane = size ?? FALLBACK;
   if (staticSite) { // no estimator in a static copy: say so at once (print copies the page right away)
     message(target, 'The modelled cluster needs the live server; this copy has the measured run only.', pane);
-    return;
+    return Promise.resolve();
   }
   const answered = known.get(replayQuery(meta.scenario, meta.params, cluster));
   if (answered) { // drawn at once: the same picture again is no change to animate
     draw(target, answered, pane);
-    return;
+    return Promise.resolve();
   }
-  fetchProjection(meta.scenario, meta.params, cluster).then(
+  return fetchProjection(meta.scenario, meta.params, cluster).then(
     (est) => { if (node.isConnected) draw(target, est, pane); },
     (error) => { if (node.isConnected) message(target, refusal(error, cluster?.gpus), pane); },
   );

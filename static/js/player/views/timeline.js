@@ -1,7 +1,9 @@
 /**
  * The timeline view: one lane per rank, the measured spans (compute, communication, idle) of
- * every frame so far; the current frame's spans stand out, and new ones grow in. Drawn for its
- * pane: lane labels and ticks at reading size, span names only where they fit. Keys: span.
+ * every frame so far; the current frame's spans stand out, and new ones fade in over the outlines
+ * of the spans still to come, so the first frames (set-up, before anything is timed) already show
+ * the step's shape on its whole time axis instead of an empty one. Drawn for its pane: lane labels
+ * and ticks at reading size, span names only where they fit. Keys: span.
  */
 import { ms } from '../format.js';
 import { fit, textWidth } from './layout.js';
@@ -30,13 +32,18 @@ export function render(svg, { frames, index, meta, size }) {
 
   // A recompute (activation checkpointing) is compute too, but the point of its slide: its own colour.
   const kindOf = (s) => (s.name === 'recompute' ? 'recompute' : s.kind);
+  const spanY = (s) => y(s.rank) + (s.kind === 'comm' || kindOf(s) === 'recompute' ? lane * 0.45 : lane * 0.12);
+  const spanH = (s) => (s.kind === 'comm' || kindOf(s) === 'recompute' ? lane * 0.42 : lane * 0.76);
+  // What later frames will time: outlines, under the spans (a span fades in over its outline).
+  svg.append('g').attr('class', 'spans-ahead').selectAll('rect').data(all.filter((s) => s.frame > index)).join('rect')
+    .attr('class', 'span-ahead').attr('x', (s) => x(s.start)).attr('width', (s) => Math.max(1.5, x(s.end) - x(s.start)))
+    .attr('y', spanY).attr('height', spanH);
   const spans = svg.append('g').selectAll('g').data(shown).join('g')
     .attr('class', (s) => `span span-${kindOf(s)}${s.frame === index ? ' current' : ''}`);
   // Nested spans (a comm inside backward) are drawn thinner on top of their parent.
   spans.append('rect').attr('data-key', (s) => s.key)
     .attr('x', (s) => x(s.start)).attr('width', (s) => Math.max(1.5, x(s.end) - x(s.start)))
-    .attr('y', (s) => y(s.rank) + (s.kind === 'comm' || kindOf(s) === 'recompute' ? lane * 0.45 : lane * 0.12))
-    .attr('height', (s) => (s.kind === 'comm' || kindOf(s) === 'recompute' ? lane * 0.42 : lane * 0.76))
+    .attr('y', spanY).attr('height', spanH)
     .append('title').text((s) => `${s.name}: ${ms(s.end - s.start)}${s.args?.bytes ? `, ${s.args.bytes} B` : ''}`);
   if (lane * 0.76 >= LABEL + 4) {
     spans.filter((s) => s.kind === 'compute' && kindOf(s) !== 'recompute'
@@ -50,11 +57,12 @@ export function render(svg, { frames, index, meta, size }) {
   const kinds = new Set(all.map(kindOf));
   const legend = [['compute', 'compute'], ['recompute', 'recompute'], ['comm', 'communication'], ['idle', 'idle']]
     .filter(([k]) => kinds.has(k));
+  if (shown.length < all.length) legend.push(['ahead', 'later']);
   let lx = W - 14;
   for (const [k, text] of legend.reverse()) {
     lx -= textWidth(text, LABEL) + 30;
     const g = svg.append('g').attr('class', `span span-${k} current legend`).attr('transform', `translate(${lx},${H - 8})`);
-    g.append('rect').attr('y', -14).attr('width', 16).attr('height', 16);
+    g.append('rect').attr('class', k === 'ahead' ? 'span-ahead' : null).attr('y', -14).attr('width', 16).attr('height', 16);
     g.append('text').attr('class', 'legend-label').attr('x', 22).attr('y', 0).text(text);
   }
 
