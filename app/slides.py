@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from app import estimate_math, memory_math
 from simulations import formulas, hardware
+from simulations.estimate import trust
 from simulations.estimate.models import MODELS, TITLES
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
@@ -190,6 +191,7 @@ def jinja_env(slides_dir: Path) -> Environment:
     env.globals["hardware"] = hardware  # simulations.hardware: the one GPU catalog
     env.globals["formulas"] = formulas  # simulations.formulas, for slides that compute figures at render time
     env.globals["scale"] = estimate_math  # simulations.estimate, for the at-scale slides' times
+    env.globals["trust"] = trust  # simulations.estimate.trust: the estimator's error on the validation tables
     env.globals["estimator_presets"] = estimator_presets()  # GPU and model names for the pages' scripts
     env.filters["gb"] = memory_math.gb
     env.globals["track_choices"] = track_choices  # the title slide's choice of talk
