@@ -313,7 +313,12 @@ def test_llama3_published_virtual_stages_fit():
     so every chunk is one layer: 126 layers + 2 = 16 ranks × 8 chunks, V = 8; and the paper trains 8K
     sequences without activation checkpointing. So the published layout, V = 8, ran in 80 GB. The estimator
     places it (cost.chunk_layers: pp·v up to the layers + 2, the first chunk the embedding's, the last the
-    output's); by its memory model it comes within a GB of what 80 GB allows (the xfail prints it)."""
+    output's) but does not find it fitting (the xfail prints the GB). Replayed in Megatron's interleaved order
+    (cost.interleaved_layers_in_flight), the busiest rank is the second, whose 8 chunks are all layers: 128
+    layers in flight at 16 micro-batches, 141 at 32, 0.533 GB each (8K tokens, TP 8), so 81-88 GB with the model
+    states and 5 % fragmentation against 80.4 usable; at 128K tokens the gathered K and V kept for backward add
+    8 GB. What Meta ran that the model does not say: its own interleaved schedule (Figure 6, N micro-batches per
+    round tunable, not Megatron's order) and its deallocation of tensors no longer needed (sec. 3.3.2)."""
     try:
         rows = llama3_rows(8)
     except LayoutError as error:
