@@ -10,7 +10,7 @@
  */
 import { staticSite } from './source.js';
 import { value as count } from './format.js'; // 1,024
-import { GPU_NAMES, MODEL_NAMES, gpuPlural } from '../presets.js';
+import { GPU_NAMES, MODEL_NAMES } from '../presets.js';
 import { clusterSizes, fetchProjection, render } from './views/projected.js';
 
 // The scenarios GET /api/estimate/replay maps onto a cluster (app.estimate_math.replay).
@@ -40,7 +40,7 @@ const FIRST_MODEL = { expert_parallel: 'mixtral-8x7b', hsdp: 'llama3-8b', diloco
 class ClusterControl {
   constructor(player) {
     this.player = player;
-    this.where = select('time_on', [['machine', 'this machine'], ...Object.keys(GPU_NAMES).map((id) => [id, gpuPlural(id)])],
+    this.where = select('time_on', [['machine', 'this machine'], ...Object.entries(GPU_NAMES)],
       'Show this run as measured on this machine, or its ops re-timed on a modelled GPU cluster');
     // The cluster's size: '' is the run's own (its ranks as GPUs or nodes), the others more replicas of it.
     this.size = select('cluster_gpus', [['', 'its own size']],
