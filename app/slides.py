@@ -26,6 +26,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from app import estimate_math, memory_math
 from simulations import formulas, hardware
+from simulations.estimate import trust
+from simulations.estimate.models import MODELS, TITLES
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 SLIDE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
@@ -167,6 +169,13 @@ def track_choices(deck: Deck, embed: bool = False) -> list[dict]:
          "href": track_query(None, embed), "current": current is None}]
 
 
+def estimator_presets() -> dict[str, list[list[str]]]:
+    """The estimator's GPUs and model presets as [id, what screens call it], from their catalogs
+    (simulations.hardware, simulations.estimate.models): every page carries them for static/js/presets.js."""
+    return {"gpus": [[gpu.name, gpu.short or gpu.title] for gpu in hardware.GPUS.values()],
+            "models": [[name, TITLES[name]] for name in MODELS]}
+
+
 @lru_cache(maxsize=4)
 def jinja_env(slides_dir: Path) -> Environment:
     """One environment for page templates (app/templates) and slides (slides/)."""
@@ -182,6 +191,8 @@ def jinja_env(slides_dir: Path) -> Environment:
     env.globals["hardware"] = hardware  # simulations.hardware: the one GPU catalog
     env.globals["formulas"] = formulas  # simulations.formulas, for slides that compute figures at render time
     env.globals["scale"] = estimate_math  # simulations.estimate, for the at-scale slides' times
+    env.globals["trust"] = trust  # simulations.estimate.trust: the estimator's error on the validation tables
+    env.globals["estimator_presets"] = estimator_presets()  # GPU and model names for the pages' scripts
     env.filters["gb"] = memory_math.gb
     env.globals["track_choices"] = track_choices  # the title slide's choice of talk
     return env

@@ -127,7 +127,7 @@ GPUS: dict[str, GPU] = {
     "a100-40gb": GPU("a100-40gb", "A100 SXM 40 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
                      sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
                      hbm_bytes=40 * GB, hbm_bandwidth=1555 * GB, nvlink_bandwidth=300 * GB, sms=108,
-                     node_egress=8 * 200 / 8 * GB, memory_total=40960 * MiB),
+                     node_egress=8 * 200 / 8 * GB, short="A100 40 GB", memory_total=40960 * MiB),
     "h100-80gb": GPU("h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
                      sustained_flops=H200_SUSTAINED,
                      hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,

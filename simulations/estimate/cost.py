@@ -442,6 +442,30 @@ def chunk_layers(layers: int, p: int, v: int) -> list[int]:
     return [0] + [1] * layers + [0] * (chunks - layers - 1)
 
 
+def interleaved_layers_in_flight(chunks: list[int], p: int, v: int, m: int, stage: int) -> int:
+    """The most layers whose activations `stage` holds at once under Megatron's interleaved schedule
+    (Narayanan et al. 2021 sec. 2.2.2; Megatron-LM schedules.py, forward_backward_pipelining_with_interleaving):
+    a warm-up of (p − stage − 1)·2 + (v − 1)·p chunk forwards, then one forward and one backward each, forward k
+    running the stage's chunk (k mod p·v) // p and backward k the chunk v − 1 − that. With equal chunks of k
+    layers the peak is the warm-up's end, (p·v + p − 1)·k: the first stage's L·(1 + (p − 1)/(p·v)) of
+    Korthikanti et al. (sec. 4.2.3). With Llama 3's placement the first stage's embedding-only chunk holds
+    nothing, the second stage holds a layer more, and the steady phase can go above the warm-up (a layer's
+    forward in while an empty chunk's backward goes out); the steady phase repeats every p·v steps, so one
+    period of it is replayed."""
+    own = chunks[stage::p]
+    total = m * v
+    warmup = min(total, (p - stage - 1) * 2 + (v - 1) * p)
+    cycles, rest = divmod(warmup, p * v)
+    full, part = divmod(rest, p)
+    held = cycles * p * sum(own) + p * sum(own[:full]) + (part * own[full] if full < v else 0)
+    peak = held
+    for k in range(min(total - warmup, p * v)):
+        held += own[((warmup + k) % (p * v)) // p]
+        peak = max(peak, held)
+        held -= own[v - 1 - (k % (p * v)) // p]
+    return peak
+
+
 def layer_activation_bytes_per_token(model: Model) -> float:
     """Bytes one layer keeps for backward per token, bf16, the attention scores aside (fused, or recomputed), in
     Korthikanti et al.'s decomposition (sec. 4.1): the two norms' inputs, the Q/K/V projection's input, Q, K, V
@@ -489,13 +513,20 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
     else:
         in_flight = min(p, m) * (1 + (p - 1) / (p * v) if v > 1 else 1)
     best = None
-    for stage in {0, p - 1}:
+    # the first and last stages hold the embedding and the output; with Llama 3's placement the second holds a
+    # layer more than the first (its first chunk is the embedding's)
+    for stage in {0, min(1, p - 1), p - 1}:
         states: dict[str, float] = {}  # dense and expert weights, each sharded over its own replicas
         for params, ranks in zip(stage_param_split(model, layout, stage), shard_ranks(layout, dp * c)):
             for role, nbytes in formulas.model_state_bytes(params, "bf16", layout.zero_stage, ranks).items():
                 states[role] = states.get(role, 0.0) + nbytes
         layers = sum(chunks[stage::p])  # the stage's chunks (Llama 3's placement: the first holds no layer)
-        acts = per_layer * layers * in_flight if stage == 0 else per_layer * layers * min(in_flight, max(1, v))
+        if layout.schedule == "interleaved_1f1b" and v > 1 and m >= p:
+            acts = per_layer * interleaved_layers_in_flight(chunks, p, v, m, stage)
+        elif stage == p - 1:  # 1F1B: the last stage runs each micro-batch's backward right after its forward
+            acts = per_layer * layers * min(in_flight, max(1, v))
+        else:
+            acts = per_layer * layers * in_flight
         if recompute == "full":  # the layer being replayed holds its whole activations for a moment
             acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
                                                         t, "selective", layout.sequence_parallel)

@@ -85,6 +85,11 @@ MODELS: dict[str, Model] = {
                           vocab=32000, seq_len=32768, gated_mlp=True, dropout=False, experts=8, top_k=2),
 }
 
+# What screens call each preset (the layout chooser, the cluster control, the projected view: static/js/presets.js
+# reads them from the page, app/slides.estimator_presets)
+TITLES: dict[str, str] = {"gpt3-175b": "GPT-3 175B", "llama3-8b": "Llama 3 8B", "llama3-70b": "Llama 3 70B",
+                          "llama3-405b": "Llama 3 405B", "mixtral-8x7b": "Mixtral 8x7B"}
+
 
 def gpt(layers: int, hidden: int, heads: int, seq_len: int = 2048, vocab: int = 51200, name: str = "gpt",
         flash_attention: bool = False) -> Model:

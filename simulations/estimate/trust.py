@@ -52,3 +52,14 @@ def trust(gpu: str, tp: int, pp: int, zero_stage: int) -> dict:
 def sentence(t: dict) -> str:
     return (f"within ±{t['worst_error']:.0%} (median {t['median_error']:.0%}) on {t['runs']} published {t['scope']}; "
             f"too fast on {t['optimistic_share']:.0%} of them")
+
+
+def overall() -> dict:
+    """Every published run the validation tables compare: how many, in how many tables, the median |error|, the
+    share too fast, and the worst row (its table, its name and its signed error)."""
+    rows = published_rows()
+    errors = [abs(r["error"]) for r in rows]
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    return {"runs": len(rows), "tables": len({r["table"] for r in rows}), "median_error": statistics.median(errors),
+            "optimistic_share": sum(r["error"] > 0 for r in rows) / len(rows),
+            "worst": {"table": worst["table"], "row": worst["row"], "error": worst["error"]}}

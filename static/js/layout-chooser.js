@@ -105,7 +105,7 @@ class Chooser {
     this.tbody.replaceChildren(...ordered);
     const gpu = this.inputs.gpu.value;
     this.message.textContent = rows.length
-      ? `${rows.length} fastest of the layouts that fit in ${(rows[0].gpu_memory_bytes / 1e9).toFixed(0)} GB per ${gpu}`
+      ? `${rows.length} fastest of the layouts that fit in ${(rows[0].gpu_memory_bytes / 1e9).toFixed(0)} GB per ${GPU_NAMES[gpu] ?? gpu}`
       : 'no layout fits: more GPUs, a shorter sequence or a smaller batch';
   }
 }

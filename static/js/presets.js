@@ -1,9 +1,19 @@
 /**
- * Display names of the estimator's presets (simulations/estimate: its GPU and model catalogs), for every
- * control and view that offers or names them: ids stay in the requests, names on screen.
+ * The estimator's GPUs and model presets with what screens call them, for every control and view that offers or
+ * names them: ids stay in the requests, names on screen. One source: the server's catalogs (simulations.hardware,
+ * simulations.estimate.models), which every page carries as JSON (app/slides.estimator_presets, base.html.j2),
+ * so a GPU added to the catalog is offered here too.
  */
-export const GPU_NAMES = { 'h100-80gb': 'H100', 'a100-80gb': 'A100', h200: 'H200', b200: 'B200' };
-export const MODEL_NAMES = {
-  'llama3-70b': 'Llama 3 70B', 'llama3-8b': 'Llama 3 8B', 'llama3-405b': 'Llama 3 405B', 'gpt3-175b': 'GPT-3 175B',
-  'mixtral-8x7b': 'Mixtral 8x7B',
-};
+const element = document.getElementById('estimator-presets');
+if (!element) throw new Error('presets.js: the page carries no #estimator-presets (app/templates/base.html.j2)');
+const presets = JSON.parse(element.textContent);
+
+export const GPU_NAMES = Object.fromEntries(presets.gpus);
+export const MODEL_NAMES = Object.fromEntries(presets.models);
+
+/** "H100s", but "A100 40 GB GPUs": a name that ends in its memory takes GPUs for its plural. */
+export function gpuPlural(id, n = 2) {
+  const name = GPU_NAMES[id] ?? id;
+  if (n === 1) return name;
+  return /\bGB$/.test(name) ? `${name} GPUs` : `${name}s`;
+}

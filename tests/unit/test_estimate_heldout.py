@@ -37,9 +37,21 @@ the third row; 16,384 GPUs / (8 · 16 · 16) and 16M tokens / (16 · 131,072) bo
 From the text: FSDP sharding gradients and optimizer states, parameters not resharded after forward
 (ZeRO-1/2-like; modelled as ZeRO-1, which reduces once per step as fp32 accumulation over the micro-batches
 implies, but keeps full bf16 gradients), gradients reduce-scattered in fp32, no activation checkpointing at
-8K, interleaved schedule with asynchronous P2P, CP by all-gathering K and V. Not published: micro-batch (1
-taken: 8K tokens without recomputation), V (see test_llama3_published_virtual_stages_fit), the exact FLOP
-count.
+8K, interleaved schedule with asynchronous P2P, CP by all-gathering K and V ("the all-gather communication
+latency is exposed in the critical path", sec. 3.3.2: entered as cp_comm="all_gather", which the model keeps on
+the critical path), one layer per model chunk and the embedding and the output in chunks of their own, so
+V = 8 (see test_llama3_published_virtual_stages_fit; entered as published, not chosen by auto).
+What the paper does not name is entered as the PyTorch stack it ran on in 2024, not as Megatron's:
+- attention: FlashAttention-2 (attention_kernel="fa2"): PyTorch's SDPA flash backend is FlashAttention-2 from
+  torch 2.2 (Jan 2024); FlashAttention-3 (arXiv:2407.08608) appeared in July 2024, after pre-training, and
+  cuDNN's fused attention reached PyTorch's SDPA only in torch 2.5 (Oct 2024);
+- TP's collectives not overlapped with the matmuls (overlap_tp_comm=False): the paper lists its
+  communication optimizations (asynchronous P2P, network-aware ordering [TP, CP, PP, DP], NCCLX) and TP
+  overlap is not among them; PyTorch's own overlapped ("async") TP arrived with torch 2.5.
+Not published: micro-batch (1 taken: 8K tokens without recomputation), the exact FLOP count: the estimator
+counts attention whole (torchtitan's get_num_flop_per_token, Meta's PyTorch convention, does too); counted
+causal-halved instead, the 128K row would read 380 TFLOP/s with a third of its attention FLOPs gone, which
+the published 41 % → 38 % MFU from 8K to 128K does not show.
 
 Table F: NVIDIA/Megatron-LM README, "Training Speed and Scalability" (commit f2e5db4, July 2024,
 images/model_table.png): Megatron-Core r0.8.0 weak scaling on H100, GPT models with vocabulary 131,072,
@@ -133,12 +145,16 @@ LLAMA3_TABLE_4 = [
 ]
 
 
-def llama3_layout(tp, cp, pp, dp, batch_per_dp, virtual_stages=None) -> Layout:
+LLAMA3_VIRTUAL_STAGES = 8  # 126 layers + embedding + output = 16 ranks × 8 one-layer chunks (sec. 3.3.2)
+
+
+def llama3_layout(tp, cp, pp, dp, batch_per_dp, virtual_stages=LLAMA3_VIRTUAL_STAGES) -> Layout:
     return Layout(tp=tp, pp=pp, cp=cp, zero_stage=1, schedule="interleaved_1f1b", virtual_stages=virtual_stages,
-                  micro_batch=1, global_batch=dp * batch_per_dp, recompute="none", grad_reduce_bytes=4)
+                  micro_batch=1, global_batch=dp * batch_per_dp, recompute="none", grad_reduce_bytes=4,
+                  cp_comm="all_gather", attention_kernel="fa2", overlap_tp_comm=False)
 
 
-def llama3_rows(virtual_stages=None):
+def llama3_rows(virtual_stages=LLAMA3_VIRTUAL_STAGES):
     rows = []
     for gpus, tp, cp, pp, dp, seq, per_dp, published in LLAMA3_TABLE_4:
         e = estimate(replace(LLAMA3_405B, seq_len=seq), cluster(H100, gpus),
@@ -275,19 +291,20 @@ def test_published_nemo_layouts_fit(name):
 
 
 def test_llama3_table_4_tflops_per_gpu():
+    """The published layout (V = 8, CP by all-gather, FlashAttention-2, TP not overlapped: see table E above)
+    meets the issue's target outright; whether it fits is test_llama3_published_virtual_stages_fit's."""
     rows = llama3_rows()
-    _table("Llama 3 405B, Table 4 (TFLOPs per GPU; V chosen by the estimator's auto)", rows, "TFLOP/s")
-    print("  with V fixed (V = 2 and 4 put 8 layers on every rank, as the paper's pipeline does):")
+    _table("Llama 3 405B, Table 4 (TFLOPs per GPU; V = 8 as published)", rows, "TFLOP/s")
+    print("  with V fixed lower (not the published placement; V = 2 and 4 put 8 layers on every rank):")
     for v in (1, 2, 4):
         print(f"  V = {v}: " + ", ".join(
             f"{r[0]} {r[3]:.0f} TFLOP/s ({r[4]:+.1%}, bubble {r[5].bubble_fraction:.0%}, "
             f"{r[5].memory_per_gpu_bytes['total'] / 1e9:.0f} GB)" for r in llama3_rows(v)))
-    if not all(r[5].fits for r in rows):
-        # the layer's activations counted tensor by tensor (cost.layer_activation_bytes_per_token: 0.533 GB, was
-        # Korthikanti's SwiGLU-scaled 0.495) and 5 % allocator fragmentation put V = 1 a GB over what 80 GB allows
-        pytest.xfail("published layout predicted not to fit: " + ", ".join(
-            f"{r[0]} {r[5].memory_per_gpu_bytes['total'] / 1e9:.1f} GB" for r in rows if not r[5].fits))
-    _target("llama3 table 4", rows)
+    assert _meets_target([abs(r[4]) for r in rows])
+    # the published drop from 8K to 128K tokens at the same GPUs (400 -> 380 TFLOP/s, -5 %) within 5 points:
+    # attention counted whole and timed at FlashAttention-2's causal rate; timed at cuDNN's, it reads +15 %
+    published, predicted = rows[2][2] / rows[1][2] - 1, rows[2][3] / rows[1][3] - 1
+    assert abs(predicted - published) <= 0.05, (published, predicted)
 
 
 def test_llama3_published_virtual_stages_fit():
@@ -296,7 +313,12 @@ def test_llama3_published_virtual_stages_fit():
     so every chunk is one layer: 126 layers + 2 = 16 ranks × 8 chunks, V = 8; and the paper trains 8K
     sequences without activation checkpointing. So the published layout, V = 8, ran in 80 GB. The estimator
     places it (cost.chunk_layers: pp·v up to the layers + 2, the first chunk the embedding's, the last the
-    output's); by its memory model it comes within a GB of what 80 GB allows (the xfail prints it)."""
+    output's) but does not find it fitting (the xfail prints the GB). Replayed in Megatron's interleaved order
+    (cost.interleaved_layers_in_flight), the busiest rank is the second, whose 8 chunks are all layers: 128
+    layers in flight at 16 micro-batches, 141 at 32, 0.533 GB each (8K tokens, TP 8), so 81-88 GB with the model
+    states and 5 % fragmentation against 80.4 usable; at 128K tokens the gathered K and V kept for backward add
+    8 GB. What Meta ran that the model does not say: its own interleaved schedule (Figure 6, N micro-batches per
+    round tunable, not Megatron's order) and its deallocation of tensors no longer needed (sec. 3.3.2)."""
     try:
         rows = llama3_rows(8)
     except LayoutError as error:

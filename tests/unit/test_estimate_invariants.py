@@ -193,3 +193,51 @@ def test_recomputing_every_other_layer_lies_between_none_and_full():
     assert acts["half"] == pytest.approx((acts["none"] + acts["full"]) / 2, rel=0.05)
     with pytest.raises(LayoutError, match="needs recompute full"):
         build("llama3-8b", gpus=8, tp=1, global_batch=8, recompute="selective", recompute_every=2)
+
+
+def _megatron_interleaved_peak(chunks: list[int], p: int, v: int, m: int, stage: int) -> int:
+    """Reference: replay Megatron-LM's interleaved order on one stage, all m·v steps (schedules.py: the warm-up's
+    forwards, then one forward and one backward each, then the cool-down's backwards; get_model_chunk_id: forward
+    k runs chunk (k mod p·v) // p, backward k chunk v − 1 − that) and return the most layers it holds at once."""
+    own = chunks[stage::p]
+    total = m * v
+    warmup = min(total, (p - stage - 1) * 2 + (v - 1) * p)
+
+    def layers(k, backward):
+        c = (k % (p * v)) // p
+        return own[v - 1 - c if backward else c]
+
+    held = peak = 0
+    for k in range(warmup):
+        held += layers(k, False)
+        peak = max(peak, held)
+    for k in range(total - warmup):
+        held += layers(warmup + k, False)
+        peak = max(peak, held)
+        held -= layers(k, True)
+    return peak
+
+
+@pytest.mark.parametrize("layers,p,v,m", [(126, 16, 8, 16), (126, 16, 8, 32), (96, 8, 12, 64), (96, 8, 3, 16),
+                                           (80, 4, 5, 12), (32, 4, 9, 8)])
+def test_interleaved_layers_in_flight_replays_megatrons_order(layers, p, v, m):
+    from simulations.estimate.cost import chunk_layers, interleaved_layers_in_flight
+    chunks = chunk_layers(layers, p, v)
+    for stage in range(p):
+        assert interleaved_layers_in_flight(chunks, p, v, m, stage) == _megatron_interleaved_peak(
+            chunks, p, v, m, stage), stage
+
+
+def test_llama3_placement_memory_is_the_second_stages():
+    """Llama 3 405B at V = 8 (first chunk the embedding's): the second stage holds 8 layers, the first 7, so the
+    fit check must read the second: 141 layers in flight at 32 micro-batches (16·8 + 13 of the next round)."""
+    from dataclasses import replace as _replace
+
+    from simulations.estimate import MODELS, Layout, cluster, estimate
+    from simulations.estimate.cost import layer_activation_bytes
+    model = _replace(MODELS["llama3-405b"], vocab=128256)
+    layout = Layout(tp=8, pp=16, zero_stage=1, schedule="interleaved_1f1b", virtual_stages=8, micro_batch=1,
+                    global_batch=64 * 32, recompute="none")
+    e = estimate(model, cluster("h100-80gb", 8192), layout)
+    per_layer = layer_activation_bytes(model, layout, 1, "none")
+    assert e.memory_per_gpu_bytes["activations"] == pytest.approx(141 * per_layer)

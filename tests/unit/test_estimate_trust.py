@@ -54,6 +54,18 @@ def test_trust_names_runs_of_the_same_kind():
     assert "published fsdp-style runs on H100" in trust.sentence(fsdp)
 
 
+def test_overall_is_every_row_with_its_worst():
+    """What the layout chooser's note states (slides/sections/12-conclusion/layout-chooser.html.j2)."""
+    rows = _rows()
+    summary = trust.overall()
+    assert summary["runs"] == len(rows) and summary["tables"] == len({r["table"] for r in rows})
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    assert summary["worst"] == {"table": worst["table"], "row": worst["row"], "error": worst["error"]}
+    errors = [abs(r["error"]) for r in rows]  # the median splits the rows in two
+    assert sum(e <= summary["median_error"] for e in errors) >= len(rows) / 2
+    assert sum(e >= summary["median_error"] for e in errors) >= len(rows) / 2
+
+
 if __name__ == "__main__" and "--write" in sys.argv:
     trust.VALIDATION.write_text(json.dumps({"source": "tests/unit/test_estimate_trust.py", "rows": _rows()},
                                            indent=1) + "\n")

@@ -40,7 +40,7 @@ const FIRST_MODEL = { expert_parallel: 'mixtral-8x7b', hsdp: 'llama3-8b', diloco
 class ClusterControl {
   constructor(player) {
     this.player = player;
-    this.where = select('time_on', [['machine', 'this machine'], ...Object.entries(GPU_NAMES).map(([v, n]) => [v, `${n}s`])],
+    this.where = select('time_on', [['machine', 'this machine'], ...Object.entries(GPU_NAMES)],
       'Show this run as measured on this machine, or its ops re-timed on a modelled GPU cluster');
     // The cluster's size: '' is the run's own (its ranks as GPUs or nodes), the others more replicas of it.
     this.size = select('cluster_gpus', [['', 'its own size']],

@@ -14,7 +14,7 @@
  */
 import { ms, value as count } from '../format.js'; // count: 1,024
 import { staticSite } from '../source.js';
-import { GPU_NAMES, MODEL_NAMES } from '../../presets.js';
+import { MODEL_NAMES, gpuPlural } from '../../presets.js';
 import { fit, textWidth } from './layout.js';
 
 // How context parallelism moves K and V (the estimate's cp_comm), for the header and the CP lane.
@@ -144,8 +144,7 @@ function wrap(pieces, width, size, sep = ' ') {
 
 /** "Llama 3 70B on 1,024 H100s, modelled": the title a back-row viewer reads. */
 export function title(est) {
-  const gpu = GPU_NAMES[est.gpu] ?? est.gpu;
-  return `${MODEL_NAMES[est.model] ?? est.model} on ${count(est.gpus)} ${gpu}${est.gpus === 1 ? '' : 's'}, modelled`;
+  return `${MODEL_NAMES[est.model] ?? est.model} on ${count(est.gpus)} ${gpuPlural(est.gpu, est.gpus)}, modelled`;
 }
 
 function figures(est) {
