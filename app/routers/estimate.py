@@ -83,7 +83,7 @@ class EstimateParams(BaseModel):
                                  "per-tensor scaling; H100, H200, B200)")
     recompute_every: int = Field(1, ge=1, le=1024, description="With recompute full: recompute one layer in every "
                                  "N, the others keep their activations (partial activation checkpointing)")
-    network_gbps: float | None = Field(None, gt=0, le=1e6, description="Network bandwidth leaving one node, all its "
+    network_gbps: float | None = Field(None, ge=1, le=1e6, description="Network bandwidth leaving one node, all its "
                                        "NICs together, Gb/s; default: the GPU's DGX node")
 
 

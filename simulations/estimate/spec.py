@@ -69,8 +69,9 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
         raise LayoutError("gpus_per_node", f"must be 1..72, got {gpus_per_node}")
     if gpus % gpus_per_node and gpus > gpus_per_node:
         raise LayoutError("gpus", f"must fill whole nodes: a multiple of gpus_per_node ({gpus_per_node}), got {gpus}")
-    if network_gbps is not None and not 0 < network_gbps <= 1e6:
-        raise LayoutError("network_gbps", f"must be > 0 and at most 1,000,000 Gb/s per node, got {network_gbps}")
+    # At least 1 Gb/s (one Ethernet port): below it a step takes longer than a float can say.
+    if network_gbps is not None and not 1 <= network_gbps <= 1e6:
+        raise LayoutError("network_gbps", f"must be at least 1 and at most 1,000,000 Gb/s per node, got {network_gbps}")
     # the node's network bandwidth, all its NICs together (Gb/s); default: the GPU's catalog node (hardware.py)
     hw = cluster(gpu, gpus, gpus_per_node, node_egress=None if network_gbps is None else network_gbps * 1e9 / 8)
     layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, zero_stage=zero_stage, cp_comm=cp_comm,  # type: ignore[arg-type]
