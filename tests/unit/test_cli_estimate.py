@@ -51,7 +51,7 @@ def test_custom_model_prints_a_table():
     (["--zero-shards", "many"], "Invalid value for '--zero-shards'"),
     (["--grad-reduce-dtype", "fp16"], "--grad-reduce-dtype must be bf16 or fp32, got 'fp16'"),
     (["--attention-kernel", "fa9"], "--attention-kernel must be one of auto, fa2, fa3, cudnn, triton_fa1, fa1, got 'fa9'"),
-    (["--network-gbps", "0"], "--network-gbps must be > 0"),
+    (["--network-gbps", "0"], "--network-gbps must be at least 1"),
     (["--precision", "fp8", "--gpu", "a100-80gb"], "--precision fp8 needs FP8 tensor cores"),
     (["--precision", "int4"], "--precision must be bf16 or fp8, got 'int4'"),
 ])
