@@ -21,7 +21,6 @@
  * reads the run through its public surface, the stepper (steps.js) and window.distdeck.players.
  */
 import { registerStepper, stepperOf } from './steps.js';
-import { fetchProjection } from '../player/views/projected.js';
 
 const LETTERS = ['A', 'B', 'C', 'D'];
 const WRAPPED = Symbol('predict');
@@ -188,7 +187,9 @@ class Prediction {
     const key = JSON.stringify(params);
     if (!this.projections.has(key)) {
       this.projections.set(key, null);
-      fetchProjection(player.scenario, params).then(
+      // The projected view's own fetch, loaded when a question first asks for it: the deck's modules do not
+      // pull the player's in up front.
+      import('../player/views/projected.js').then(({ fetchProjection }) => fetchProjection(player.scenario, params)).then(
         (estimate) => { this.projections.set(key, estimate); this.update(); },
         () => { this.projections.set(key, {}); this.update(); }, // no modelled cluster: nothing to read
       );
