@@ -16,15 +16,13 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+from tests.served import served_with_warm_pool
+
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -41,36 +39,13 @@ PAGES = [
 CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def served(pool_size: int = 4, ready_within_s: float = 600) -> Iterator[str]:
-    """`distdeck serve` of this checkout on a free port, its rank pool warm; yields its URL."""
-    port = _free_port()
-    env = {**os.environ, "DISTDECK_POOL_SIZE": str(pool_size)}
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + ready_within_s
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/healthz", timeout=2).json()["simulator"] == "ready":
-                    break
-            time.sleep(0.5)
-        else:
-            raise RuntimeError(f"the server at {url} did not get ready within {ready_within_s:.0f} s")
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    """`distdeck serve` of this checkout on a free port, its rank pool warm (the tests' own launcher); yields its URL."""
+    with served_with_warm_pool(pool_size, ready_within_s) as (_, port, health):
+        if health.get("simulator") != "ready":
+            raise RuntimeError(f"the server on port {port} did not get ready within {ready_within_s:.0f} s")
+        yield f"http://127.0.0.1:{port}"
 
 
 def lighthouse(url: str, preset: str | None) -> dict:
