@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from simulations import estimate as est
 from simulations.estimate import collectives
-from simulations.estimate.cost import data_parallel_traffic, wire_bytes
+from simulations.estimate.traffic import data_parallel_traffic, wire_bytes
 
 GPU = "h100-80gb"
 BF16 = 2

@@ -6,8 +6,13 @@
 
 Pure Python: it imports simulations.formulas (memory, bytes), the pipeline schedules of
 simulations.scenarios.pipeline_schedules and the project's one GPU catalog, simulations.hardware (figures and
-their sources), never torch. The cost model: cost.py; DiLoCo's outer round: diloco.py; validation against published runs:
-tests.
+their sources), never torch. The modules, each citing its sources:
+- cost.py puts one step together: a layer's time (compute.py: matmuls, attention from kernels.py, memory-bound
+  passes, the layer's TP/CP/EP collectives), the bytes each parallelism sends (traffic.py) timed on its links
+  (collectives.py), the pipeline on a clock (schedule.py) and what a GPU holds (memory.py);
+- layout.py validates a layout, models.py and simulations.hardware describe the model and the cluster;
+- search.py is the layout chooser; diloco.py DiLoCo's outer round; trust.py the error on published runs of the
+  same kind, from validation.json, which the validation tests (tests/unit/test_estimate_*.py) write.
 """
 
 from simulations.estimate.cost import Estimate, estimate

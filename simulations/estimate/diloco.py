@@ -23,7 +23,9 @@ from dataclasses import replace
 
 from simulations import formulas
 from simulations.estimate import collectives
-from simulations.estimate.cost import Estimate, estimate, memory_time, stage_params
+from simulations.estimate.compute import memory_time
+from simulations.estimate.cost import Estimate, estimate
+from simulations.estimate.memory import stage_params
 from simulations.hardware import Cluster
 from simulations.estimate.layout import Layout, LayoutError
 from simulations.estimate.models import Model

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+BF16 = 2  # bytes of a bf16 element: the weights, activations and gradients the models train in
+
 
 @dataclass(frozen=True)
 class Model:

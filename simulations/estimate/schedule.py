@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulations.scenarios.pipeline_schedules import Action, depends_on, rank_orders
+from simulations.scenarios.pipeline_schedules import Action, bubble_formula, depends_on, rank_orders
 
 
 @dataclass(frozen=True)
@@ -67,3 +67,39 @@ def run(schedule: str, p: int, m: int, v: int, duration: dict[str, list[float]],
         if not progressed:
             raise RuntimeError("schedule deadlocks: an action waits for one that never runs")
     return Timed(max(clock), busy, spans)
+
+
+MAX_TIMED_ACTIONS = 20_000
+
+
+def pipeline_time(kind: str, p: int, m: int, v: int, dur: dict[str, list[float]], hop: float,
+                  keep_spans: bool, fast: bool = False) -> Timed:
+    """The schedule on a clock; past MAX_TIMED_ACTIONS actions, the same schedule with fewer micro-batches
+    scaled up (its steady state is periodic). `fast` (the layout search): the schedule's bubble formula
+    (pipeline_schedules.bubble_formula, exact for uniform stages) plus the hops of warm-up and drain."""
+    if p == 1:
+        per = dur["F"][0] + dur["B"][0] + (dur["W"][0] if kind == "zero_bubble" else 0.0)
+        total = sum(dur["F"]) + sum(dur["B"]) + (sum(dur["W"]) if kind == "zero_bubble" else 0.0)
+        spans = []
+        if keep_spans:
+            for i in range(m):
+                spans.append((0, Action("F", 0, i), i * per, i * per + dur["F"][0]))
+                spans.append((0, Action("B", 0, i), i * per + dur["F"][0], (i + 1) * per))
+        return Timed(total * m, [total * m], spans)
+    if fast:
+        busy = m * max(sum(dur["F"][r::p]) + sum(dur["B"][r::p])
+                       + (sum(dur["W"][r::p]) if kind == "zero_bubble" else 0.0) for r in range(p))
+        num, den = bubble_formula(kind, p, m, v)
+        idle = busy * num / (den - num) + 2 * (p - 1) * hop
+        return Timed(busy + idle, [busy] * p, [])
+    actions = p * m * v * (3 if kind == "zero_bubble" else 2)
+    if actions <= MAX_TIMED_ACTIONS or keep_spans:
+        return run(kind, p, m, v, dur, hop, keep_spans)
+    rounds = max(2, MAX_TIMED_ACTIONS // (p * v * 3))
+    small_m = max(p, (rounds // p) * p) if kind == "interleaved_1f1b" else rounds
+    small_m = min(small_m, m)
+    small = run(kind, p, small_m, v, dur, hop)
+    per_mb = sum(small.busy) / p / small_m
+    idle = small.makespan - per_mb * small_m  # warm-up and drain: independent of m
+    makespan = per_mb * m + idle
+    return Timed(makespan, [per_mb * m] * p, [])

@@ -26,17 +26,17 @@ class EstimatorMutant:
 
 
 MUTANTS = [
-    EstimatorMutant("no-weight-gradients", "simulations.estimate.cost",
+    EstimatorMutant("no-weight-gradients", "simulations.estimate.compute",
                     "backward_w += matmul_time(k, n, rows, cluster, fp8)", "backward_w += 0.0",
                     "backward computes the input gradients only (half its matmuls)"),
-    EstimatorMutant("full-recompute-free", "simulations.estimate.cost",
+    EstimatorMutant("full-recompute-free", "simulations.estimate.compute",
                     "        recompute = forward", "        recompute = 0.0",
                     "full activation recomputation replays nothing"),
     EstimatorMutant("tp-forward-hidden", "simulations.estimate.cost",
                     "f_layer = lt.forward + lt.tp_forward +", "f_layer = lt.forward + 0.0 +",
                     "TP's forward collectives hidden, though compute waits for them"),
     EstimatorMutant("dp-reduce-always-hidden", "simulations.estimate.cost",
-                    "            reduce_exposed = overlapped_tail(reduce, last_backward, layers_per_chunk)",
+                    "            reduce_exposed = traffic.overlapped_tail(reduce, last_backward, layers_per_chunk)",
                     "            reduce_exposed = 0.0",
                     "an overlapped DP reduction leaves nothing exposed, not even its last bucket"),
     EstimatorMutant("one-nic-per-ring", "simulations.estimate.collectives",
@@ -52,7 +52,7 @@ MUTANTS = [
                     '''"h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
                      sustained_flops=794.5 * TFLOP,''',
                     "H100 matmuls at the one-GPU burst rate instead of the sustained one"),
-    EstimatorMutant("interleaving-holds-no-extra-activations", "simulations.estimate.cost",
+    EstimatorMutant("interleaving-holds-no-extra-activations", "simulations.estimate.memory",
                     "acts = per_layer * interleaved_layers_in_flight(chunks, p, v, m, stage)",
                     "acts = per_layer * layers * min(p, m)",
                     "interleaved 1F1B's deeper warm-up keeps no more activations than 1F1B"),
@@ -68,7 +68,7 @@ MUTANTS = [
                     'backward = 2.5 * forward_flops / attention_rate(gpu, kernel, head_dim, "backward", causal, context)',
                     'backward = 2.5 * forward_flops / attention_rate(gpu, kernel, head_dim, "forward", causal, context)',
                     "the attention kernel's backward priced at its forward's rate"),
-    EstimatorMutant("sequence-parallel-ignored-in-memory-bound-passes", "simulations.estimate.cost",
+    EstimatorMutant("sequence-parallel-ignored-in-memory-bound-passes", "simulations.estimate.compute",
                     "sp = t if (layout.sequence_parallel and t > 1) else 1", "sp = 1",
                     "sequence parallelism's split of the norms and residual adds over TP ignored"),
 ]

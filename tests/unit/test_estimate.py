@@ -13,7 +13,7 @@ import pytest
 from simulations import formulas
 from simulations.estimate import Layout, LayoutError, build, cluster, estimate, gpt, schedule
 from simulations.estimate.collectives import all_gather, all_reduce, place
-from simulations.estimate.cost import data_parallel_traffic, wire_bytes
+from simulations.estimate.traffic import data_parallel_traffic, wire_bytes
 from simulations.scenarios.pipeline_schedules import bubble_formula
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,7 +228,7 @@ def test_expert_parallel_splits_the_experts_and_pays_all_to_alls():
 def test_unfused_gradient_accumulation_costs_one_memory_pass_per_weight_per_micro_batch():
     """Megatron-LM's DDP hook (param.main_grad.add_(param.grad)) reads the bf16 gradient and reads and
     writes the accumulator: 2 + 2·2 bytes per weight per micro-batch at the achievable HBM bandwidth."""
-    from simulations.estimate.cost import layer_params_local
+    from simulations.estimate.memory import layer_params_local
     from simulations.hardware import HBM_EFFICIENCY
     model, c = gpt(8, 2048, 16), cluster("a100-80gb", 8)
     base = Layout(tp=2, pp=2, schedule="1f1b", micro_batch=1, global_batch=8, zero_stage=0)
@@ -341,7 +341,7 @@ def test_the_input_embedding_backward_writes_and_accumulates_a_dense_table_gradi
 def test_ring_attention_merges_each_steps_partial_results_by_hand():
     """Llama 3 70B, TP 4, CP 2, one sequence of 8,192: 4,096 queries per rank, 2 steps, 6 bytes an element."""
     from simulations.estimate import MODELS
-    from simulations.estimate.cost import ring_merge_bytes
+    from simulations.estimate.compute import ring_merge_bytes
     forward, backward = ring_merge_bytes(MODELS["llama3-70b"], 4096, 4, 2)
     assert forward == 2 * 6 * 4096 * 8192 / 4
     assert backward == 2 * 6 * 4096 * (8192 + 2 * 8 * 128) / 4
@@ -469,7 +469,7 @@ def test_context_parallel_bytes_agree_with_a_live_ulysses_run(run_scenario, meth
     the estimator's traffic for the same shape is the same, byte for byte; and a whole estimate of a one-layer
     model of that shape sends the live run's bytes per rank, halved for bf16 (2 bytes an element)."""
     from simulations.estimate import Model
-    from simulations.estimate.cost import context_parallel_traffic
+    from simulations.estimate.traffic import context_parallel_traffic
     n, heads, seq, head_dim = 4, 4, 16, 4
     run = run_scenario("ulysses", world_size=n, method=method, seq_len=seq, heads=heads, head_dim=head_dim)
     figures = run.summary.figures
@@ -532,7 +532,7 @@ def test_hsdp_rules_name_zero_shards(changes, words):
 def test_hsdp_bytes_agree_with_a_live_hsdp_run(run_scenario):
     """The live `hsdp` scenario traces each mesh dimension's collectives (fp32); the estimator's traffic for its
     padded Ψ, shards and replicas sends the same bytes per rank, dimension by dimension."""
-    from simulations.estimate.cost import sharded_traffic
+    from simulations.estimate.traffic import sharded_traffic
     run = run_scenario("hsdp", replicas=2, shards=2, width=16, depth=1, steps=1)
     figures = run.summary.figures
     traffic = sharded_traffic(figures["psi_padded"], 3, 2, 2, grad_accumulation=1, grad_bytes=4, param_bytes=4)
@@ -580,7 +580,7 @@ def test_hsdp_of_a_mixture_of_experts_without_ep_shards_the_experts_with_the_res
 def test_an_overlapped_reduction_is_never_charged_more_than_it_lasts():
     """Buckets handed over as backward goes: the reduction starts with the first bucket and the last bucket
     waits for backward's end. One bucket: all of it exposed, once (it was counted twice past the backward)."""
-    from simulations.estimate.cost import overlapped_tail
+    from simulations.estimate.traffic import overlapped_tail
 
     assert overlapped_tail(3.0, 2.0, 1) == pytest.approx(3.0)
     assert overlapped_tail(1.0, 8.0, 4) == pytest.approx(0.25)  # hidden but for the last bucket
@@ -608,7 +608,8 @@ def test_ring_attention_backward_takes_the_hops_its_bytes_count():
     """Ring attention by hand (Liu et al. 2023): forward passes each K, V block on c − 1 hops; backward passes
     them again and carries the dK, dV accumulators c hops, home. Time follows the same hop count as the bytes."""
     from simulations.estimate.collectives import send
-    from simulations.estimate.cost import groups, layer_time
+    from simulations.estimate.traffic import groups
+    from simulations.estimate.compute import layer_time
 
     spec, c, _ = build("llama3-70b", gpus=32, tp=8, cp=4, zero_stage=1, micro_batch=1, global_batch=1)
     layout = _cp_layout("ring")

@@ -19,7 +19,7 @@ import pytest
 
 from simulations.estimate import GPUS, Layout, LayoutError, build, cluster, estimate, gpt
 from simulations.estimate.collectives import Group
-from simulations.estimate.cost import layer_time
+from simulations.estimate.compute import layer_time
 from simulations.estimate.kernels import attention_time
 
 H100 = GPUS["h100-80gb"]
@@ -165,7 +165,7 @@ def test_fp8_matmuls_run_at_the_fp8_rate_and_pay_their_casts():
     """H100's FP8 peak is twice its bf16 one (1,979 against 989 TFLOP/s dense, datasheet), at the same sustained
     fraction; an 8192³ GEMM runs 2048 tiles of 128 × 256 in 16 waves over 132 SMs. The casts cost HBM passes: an FP8
     run is faster than bf16, but by less than 2×; MFU is then counted against the FP8 peak."""
-    from simulations.estimate.cost import matmul_time
+    from simulations.estimate.compute import matmul_time
 
     hw = cluster("h100-80gb", 8)
     busy = 2048 / (16 * 132)
@@ -221,7 +221,7 @@ def _megatron_interleaved_peak(chunks: list[int], p: int, v: int, m: int, stage:
 @pytest.mark.parametrize("layers,p,v,m", [(126, 16, 8, 16), (126, 16, 8, 32), (96, 8, 12, 64), (96, 8, 3, 16),
                                            (80, 4, 5, 12), (32, 4, 9, 8)])
 def test_interleaved_layers_in_flight_replays_megatrons_order(layers, p, v, m):
-    from simulations.estimate.cost import chunk_layers, interleaved_layers_in_flight
+    from simulations.estimate.memory import chunk_layers, interleaved_layers_in_flight
     chunks = chunk_layers(layers, p, v)
     for stage in range(p):
         assert interleaved_layers_in_flight(chunks, p, v, m, stage) == _megatron_interleaved_peak(
@@ -234,7 +234,7 @@ def test_llama3_placement_memory_is_the_second_stages():
     from dataclasses import replace as _replace
 
     from simulations.estimate import MODELS, Layout, cluster, estimate
-    from simulations.estimate.cost import layer_activation_bytes
+    from simulations.estimate.memory import layer_activation_bytes
     model = _replace(MODELS["llama3-405b"], vocab=128256)
     layout = Layout(tp=8, pp=16, zero_stage=1, schedule="interleaved_1f1b", virtual_stages=8, micro_batch=1,
                     global_batch=64 * 32, recompute="none")

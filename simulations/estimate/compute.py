@@ -1,0 +1,165 @@
+"""A layer's compute on one GPU, one micro-batch: its matmuls on the GPU's sustained rate less the waves
+their tiles leave idle, attention at its kernel's published rate (kernels.py), memory-bound passes over HBM,
+and the TP, CP and EP collectives the layer waits for (collectives.py). Assembled into a step by cost.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulations.estimate import collectives, kernels, traffic
+from simulations.estimate.collectives import Group
+from simulations.estimate.layout import Layout, kv_heads_per_tp_rank
+from simulations.estimate.models import BF16, Model
+from simulations.hardware import HBM_EFFICIENCY, Cluster
+
+
+# The optimizer step per parameter it owns, all memory-bound passes (Megatron-LM's mixed-precision
+# optimizer): the gradient norm reads the fp32 gradient (4); Adam reads gradient, master, m, v (16) and
+# writes master, m, v (12); the updated master is copied into the bf16 weight (read 4, write 2).
+ADAM_BYTES_PER_PARAM = 4 + 16 + 12 + 6
+TILE_M, TILE_N = 128, 256  # a large bf16 cuBLAS/CUTLASS tile: a matmul runs in waves of these over the SMs
+
+
+def matmul_time(m: float, n: float, k: float, cluster: Cluster, fp8: bool = False) -> float:
+    """[m, k] × [k, n] in bf16: the sustained rate, less idle SMs in the last wave; or HBM-bound. `fp8`: the
+    inputs in FP8 at the GPU's FP8 rate (hardware.GPU.fp8_flops; the same sustained fraction), 1 byte an input."""
+    gpu = cluster.gpu
+    tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
+    waves = math.ceil(tiles / gpu.sms)
+    busy = tiles / (waves * gpu.sms)
+    flops = 2 * m * n * k
+    rate = gpu.sustained_flops * (gpu.fp8_flops / gpu.peak_flops if fp8 else 1.0)
+    moved = (1 if fp8 else BF16) * (m * k + k * n) + BF16 * m * n
+    return max(flops / (rate * busy), moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
+
+
+def fp8_cast_bytes(rows: float, n: float, k: float) -> tuple[float, float]:
+    """HBM bytes of TransformerEngine's per-tensor FP8 casts around one linear layer [rows, k] × [k, n], forward and
+    backward: forward casts its input and its weight (read 2 bytes, write the FP8 copy and its transpose for the
+    backward's GEMMs, 1 + 1); backward casts the output's gradient the same way (TE's cast_transpose; the amax
+    reductions ride along). Delayed scaling: the scale comes from the previous steps' amax history, no extra pass."""
+    cast = 2 + 1 + 1
+    return cast * (rows * k + k * n), cast * rows * n
+
+
+def memory_time(moved: float, cluster: Cluster) -> float:
+    return moved / (cluster.gpu.hbm_bandwidth * HBM_EFFICIENCY)
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    forward: float  # compute, one micro-batch, one layer, one GPU
+    backward_input: float  # input gradients and element-wise backward
+    backward_weight: float  # weight-gradient matmuls
+    recompute: float  # replayed in backward
+    tp_forward: float  # TP collectives in forward (exposed)
+    tp_backward: float  # TP collectives in backward (overlap the weight gradients)
+    ep_exposed: float
+    attention_core: float  # forward time of attention itself (the part selective recomputation replays)
+    # CP's communication in forward and backward, and what of it compute waits for: the ring's hops run beside
+    # attention (exposed: what outlasts it); Ulysses' all-to-alls and the K/V all-gather sit on the critical path
+    cp_forward: float = 0.0
+    cp_backward: float = 0.0
+    cp_forward_exposed: float = 0.0
+    cp_backward_exposed: float = 0.0
+
+
+def ring_merge_bytes(model: Model, tokens: float, t: int, c: int) -> tuple[float, float]:
+    """Bytes ring attention moves to merge each of its c steps' partial results into the running one, a bf16
+    pass each (read the step's, read and write the running: 6 bytes an element), forward and backward.
+    Forward: the output, rescaled by the step's log-sum-exp (TransformerEngine's
+    flash_attn_fwd_out_correction); backward: dQ, dK and dV summed over the steps (dq.add_, dkv.add_).
+    The slowest rank runs all c steps in full."""
+    kv = 2 * model.kv_heads * model.head_dim
+    return c * 6 * tokens * model.hidden / t, c * 6 * tokens * (model.hidden + kv) / t
+
+
+def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
+               tp_group: Group, cp_group: Group, ep_group: Group) -> LayerTime:
+    t, c = layout.tp, layout.cp
+    h, f, s = model.hidden, model.ffn_hidden, model.seq_len
+    tokens = micro_batch * s / c  # rows of every matmul on this rank
+    qkv_cols = (h + 2 * model.kv_heads * model.head_dim) / t
+    ffn_up = f * (2 if model.gated_mlp else 1) / t
+    shapes = [(qkv_cols, h), (h, h / t), (ffn_up, h), (h, f / t)]  # (n, k) of Q/K/V, O, FFN up, FFN down
+    experts = model.top_k if model.experts else 1
+    forward_mm = backward_in = backward_w = 0.0
+    fp8 = layout.precision == "fp8"  # the layers' linears in FP8 (TransformerEngine); attention and logits in bf16
+    for i, (n, k) in enumerate(shapes):
+        rows = tokens * (experts if i >= 2 else 1)
+        forward_mm += matmul_time(rows, n, k, cluster, fp8)
+        backward_in += matmul_time(rows, k, n, cluster, fp8)  # dX = dY · Wᵀ
+        backward_w += matmul_time(k, n, rows, cluster, fp8)  # dW = Xᵀ · dY
+        if fp8:
+            cast_f, cast_b = fp8_cast_bytes(rows, n, k)
+            forward_mm += memory_time(cast_f, cluster)
+            backward_in += memory_time(cast_b, cluster)
+    # attention core, this rank's heads and queries over the whole context
+    heads = model.heads / t
+    if model.flash_attention:  # the kernel's published rate for this GPU, head size, mask, direction, length
+        attn_fwd, attn_bwd = kernels.attention_time(cluster.gpu, layout.attention_kernel, tokens, s, model.head_dim,
+                                                    heads)
+    else:
+        scores = tokens * s * heads * BF16  # this rank's s×s scores, written once by Q·Kᵀ
+        qk = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.sustained_flops,
+                 memory_time(scores + 2 * BF16 * tokens * h / t, cluster))
+        softmax = memory_time(2 * scores, cluster)  # fused scale, mask, softmax: read and write
+        dropout = memory_time(2.5 * scores, cluster) if model.dropout else 0.0  # read, write, 1-byte mask
+        av = max(2 * tokens * s * model.head_dim * heads / cluster.gpu.sustained_flops,
+                 memory_time(scores + 2 * BF16 * tokens * h / t, cluster))
+        attn_fwd = qk + softmax + dropout + av
+        attn_bwd = 2 * (qk + av) + 1.5 * (softmax + dropout)
+    # memory-bound passes over [tokens, h] (replicated on TP ranks without sequence parallelism)
+    sp = t if (layout.sequence_parallel and t > 1) else 1
+    per_row = 2 * 4 * h + 2 * (3.5 if model.dropout else 3) * h  # 2 norms, 2 (dropout +) residual adds
+    per_row_tp = (6 if model.gated_mlp else 4) * f * experts / t  # GeLU or SwiGLU
+    elementwise = memory_time(BF16 / 2 * (tokens * per_row / sp + tokens * per_row_tp), cluster)
+    forward = forward_mm + attn_fwd + elementwise
+    backward_input = backward_in + attn_bwd + 1.5 * elementwise
+    if c > 1 and layout.cp_comm == "ring":
+        merge_f, merge_b = ring_merge_bytes(model, tokens, t, c)
+        forward += memory_time(merge_f, cluster)
+        backward_input += memory_time(merge_b, cluster)
+    if layout.recompute == "full":
+        recompute = forward
+    elif layout.recompute == "selective" and not model.flash_attention:
+        recompute = attn_fwd
+    else:
+        recompute = 0.0  # FlashAttention recomputes its scores inside its own backward already
+    if layout.recompute == "full":  # one layer in every `recompute_every` replayed (the average layer)
+        recompute /= layout.recompute_every
+    # TP: two collectives of the [tokens, h] activation each way
+    activation = tokens * h * BF16
+    if t > 1:
+        if layout.sequence_parallel:
+            one = collectives.all_gather(activation, tp_group, cluster) + collectives.reduce_scatter(
+                activation, tp_group, cluster)
+        else:
+            one = collectives.all_reduce(activation, tp_group, cluster)
+        tp_forward, tp_backward = 2 * one, 2 * one
+    else:
+        tp_forward = tp_backward = 0.0
+    cp_f = cp_b = cp_f_exposed = cp_b_exposed = 0.0
+    if c > 1:
+        cp_traffic = traffic.context_parallel_traffic(layout.cp_comm, tokens, model.heads / t, kv_heads_per_tp_rank(model, t),
+                                           model.head_dim, c)
+        if layout.cp_comm == "ring":  # K and V passed around beside the attention compute, one block a hop
+            hop = collectives.send(cp_traffic["forward"]["send"] / (c - 1), cp_group.crosses_nodes, cluster)
+            cp_f = (c - 1) * hop  # K, V on to the next rank, c − 1 times
+            cp_b = (2 * c - 1) * hop  # K, V again, and the dK, dV accumulators all the way home: c hops
+            cp_f_exposed, cp_b_exposed = max(0.0, cp_f - attn_fwd), max(0.0, cp_b - attn_bwd)
+        elif layout.cp_comm == "all_to_all":  # QKV out and O back; dO out and dQKV back: all on the critical path
+            out = tokens * model.heads / t * model.head_dim * BF16  # O (forward) or dO (backward)
+            qkv = cp_traffic["forward"]["all_to_all"] - out
+            cp_f = cp_b = cp_f_exposed = cp_b_exposed = (collectives.all_to_all(qkv, cp_group, cluster)
+                                                         + collectives.all_to_all(out, cp_group, cluster))
+        else:  # all-gather K, V before attention; reduce-scatter dK, dV after its backward (Llama 3: exposed)
+            cp_f = cp_f_exposed = collectives.all_gather(cp_traffic["forward"]["all_gather"] * c, cp_group, cluster)
+            cp_b = cp_b_exposed = collectives.reduce_scatter(cp_traffic["backward"]["reduce_scatter"], cp_group, cluster)
+    ep_exposed = 0.0
+    if model.experts and layout.ep > 1:  # dispatch and combine, forward and backward
+        ep_exposed = 4 * collectives.all_to_all(activation * model.top_k, ep_group, cluster)
+    return LayerTime(forward, backward_input, backward_w, recompute, tp_forward, tp_backward, ep_exposed, attn_fwd,
+                     cp_f, cp_b, cp_f_exposed, cp_b_exposed)

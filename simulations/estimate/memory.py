@@ -1,0 +1,161 @@
+"""What one GPU holds during a step: its parameters' share (by TP, PP, EP and the ZeRO shards), the model states
+by ZeRO stage (simulations.formulas), and the activations each schedule keeps in flight (Korthikanti et al.
+2022's per-layer count with this model's own tensors). `Estimate.fits` compares the total, with the allocator's
+fragmentation, with what a process can allocate (simulations.hardware).
+"""
+
+from __future__ import annotations
+
+import math
+
+from simulations import formulas
+from simulations.estimate.layout import Layout, kv_heads_per_tp_rank
+from simulations.estimate.models import BF16, Model
+from simulations.hardware import Cluster
+
+
+def layer_param_split(model: Model, layout: Layout) -> tuple[float, float]:
+    """One layer's parameters on one GPU, (dense, expert): attention and norms split over TP; a mixture of
+    experts' FFNs also over EP. A dense model's FFN, and experts not split over EP (ep = 1, so replicated
+    on every data-parallel rank as the dense weights are), count as dense."""
+    ffn = (3 if model.gated_mlp else 2) * model.hidden * model.ffn_hidden * max(1, model.experts)
+    attn = model.layer_params() - ffn
+    if not model.experts or layout.ep == 1:
+        return (attn + ffn) / layout.tp, 0.0
+    return attn / layout.tp, ffn / layout.ep / layout.tp
+
+
+def layer_params_local(model: Model, layout: Layout) -> float:
+    """One layer's parameters on one GPU: attention split over TP, experts also over EP."""
+    return sum(layer_param_split(model, layout))
+
+
+def stage_param_split(model: Model, layout: Layout, stage: int) -> tuple[float, float]:
+    """Parameters one GPU of `stage` holds, (dense, expert): its layers' share, plus an embedding on the
+    first and the output layer on the last stage (dense), all split over TP (and the experts over EP)."""
+    p = layout.pp
+    embeddings = (stage == 0) + (stage == p - 1)
+    layers = math.ceil(model.layers / p)  # an uneven split: the busiest stage
+    dense, expert = layer_param_split(model, layout)
+    return layers * dense + embeddings * model.vocab * model.hidden / layout.tp, layers * expert
+
+
+def stage_params(model: Model, layout: Layout, stage: int) -> float:
+    return sum(stage_param_split(model, layout, stage))
+
+
+def shard_ranks(layout: Layout, dpc: int) -> tuple[int, int]:
+    """The ranks over which (dense, expert) parameters' gradients are reduced and, under ZeRO, their states
+    sharded: the dense over DP·CP (hybrid sharded: `zero_shards` of them); a mixture of experts' expert weights
+    over their expert-data-parallel group, dp·cp/ep ranks."""
+    return layout.zero_shards or dpc, dpc // layout.ep
+
+
+def chunk_layers(layers: int, p: int, v: int) -> list[int]:
+    """Layers of each of the p·v model chunks, in stage order. Up to one layer a chunk: ceil(L/(p·v)) each, the
+    busiest split, which sets the pace. Beyond (p·v = L + 1 or L + 2), Llama 3's placement (Dubey et al. 2024,
+    sec. 3.3.2, "Pipeline parallelism"): one layer a chunk, the first chunk holding only the embedding and, with
+    L + 2 chunks, the last only the output layer and the loss."""
+    chunks = p * v
+    if chunks <= layers:
+        return [math.ceil(layers / chunks)] * chunks
+    return [0] + [1] * layers + [0] * (chunks - layers - 1)
+
+
+def interleaved_layers_in_flight(chunks: list[int], p: int, v: int, m: int, stage: int) -> int:
+    """The most layers whose activations `stage` holds at once under Megatron's interleaved schedule
+    (Narayanan et al. 2021 sec. 2.2.2; Megatron-LM schedules.py, forward_backward_pipelining_with_interleaving):
+    a warm-up of (p − stage − 1)·2 + (v − 1)·p chunk forwards, then one forward and one backward each, forward k
+    running the stage's chunk (k mod p·v) // p and backward k the chunk v − 1 − that. With equal chunks of k
+    layers the peak is the warm-up's end, (p·v + p − 1)·k: the first stage's L·(1 + (p − 1)/(p·v)) of
+    Korthikanti et al. (sec. 4.2.3). With Llama 3's placement the first stage's embedding-only chunk holds
+    nothing, the second stage holds a layer more, and the steady phase can go above the warm-up (a layer's
+    forward in while an empty chunk's backward goes out); the steady phase repeats every p·v steps, so one
+    period of it is replayed."""
+    own = chunks[stage::p]
+    total = m * v
+    warmup = min(total, (p - stage - 1) * 2 + (v - 1) * p)
+    cycles, rest = divmod(warmup, p * v)
+    full, part = divmod(rest, p)
+    held = cycles * p * sum(own) + p * sum(own[:full]) + (part * own[full] if full < v else 0)
+    peak = held
+    for k in range(min(total - warmup, p * v)):
+        held += own[((warmup + k) % (p * v)) // p]
+        peak = max(peak, held)
+        held -= own[v - 1 - (k % (p * v)) // p]
+    return peak
+
+
+def layer_activation_bytes_per_token(model: Model) -> float:
+    """Bytes one layer keeps for backward per token, bf16, the attention scores aside (fused, or recomputed), in
+    Korthikanti et al.'s decomposition (sec. 4.1): the two norms' inputs, the Q/K/V projection's input, Q, K, V
+    (K and V of the key/value heads only), the attention output, the MLP's input, 2 bytes an element; the MLP's
+    activations (GeLU: its input and output, 2·f each; SwiGLU: gate, up and their product, 3·f; the routed
+    experts' top_k copies); a 1-byte dropout mask after attention and after the MLP. A GPT-3 layer (MHA,
+    GeLU of 4h, dropout) comes to their 34·h."""
+    h, kv = model.hidden, model.kv_heads * model.head_dim
+    f = model.ffn_hidden * (model.top_k if model.experts else 1)
+    mlp = (6 if model.gated_mlp else 4) * f
+    masks = 2 * h if model.dropout else 0
+    return 2 * (6 * h + 2 * kv) + mlp + masks
+
+
+def layer_activation_bytes(model: Model, layout: Layout, micro_batch: int, recompute: str) -> float:
+    """Bytes one layer keeps for backward on one GPU: formulas' (Korthikanti's) count, with this model's own
+    tensors (layer_activation_bytes_per_token) and, with CP by all-gather, the other ranks' K and V."""
+    t, c = layout.tp, layout.cp
+    if recompute == "none" and model.flash_attention:
+        recompute = "selective"  # FlashAttention never stores the s×s scores (REFERENCE.md)
+    per_layer = formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads, t,
+                                                    recompute, layout.sequence_parallel)
+    if recompute != "full":  # Korthikanti's 34·h bytes a token are a GPT-3 layer's; this model's own, tensor by tensor
+        per_layer += micro_batch * model.seq_len / c * (layer_activation_bytes_per_token(model) - 34 * model.hidden) / t
+    if c > 1 and layout.cp_comm == "all_gather" and recompute != "full":  # the other ranks' K, V kept for backward
+        kv_heads = kv_heads_per_tp_rank(model, t)
+        per_layer += (c - 1) * 2 * micro_batch * model.seq_len / c * kv_heads * model.head_dim * BF16
+    return per_layer
+
+
+def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
+    """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations."""
+    dp = layout.dp(cluster.gpus)
+    t, p, c = layout.tp, layout.pp, layout.cp
+    recompute = layout.recompute
+    if recompute == "full" and layout.recompute_every > 1:  # the average layer: 1 in n keeps its input only
+        kept = layer_activation_bytes(model, layout, micro_batch, "none")
+        per_layer = (layer_activation_bytes(model, layout, micro_batch, "full")
+                     + (layout.recompute_every - 1) * kept) / layout.recompute_every
+    else:
+        per_layer = layer_activation_bytes(model, layout, micro_batch, recompute)
+    chunks = chunk_layers(model.layers, p, v)
+    if layout.schedule == "gpipe":
+        in_flight = m
+    else:
+        in_flight = min(p, m) * (1 + (p - 1) / (p * v) if v > 1 else 1)
+    best = None
+    # the first and last stages hold the embedding and the output; with Llama 3's placement the second holds a
+    # layer more than the first (its first chunk is the embedding's)
+    for stage in {0, min(1, p - 1), p - 1}:
+        states: dict[str, float] = {}  # dense and expert weights, each sharded over its own replicas
+        for params, ranks in zip(stage_param_split(model, layout, stage), shard_ranks(layout, dp * c)):
+            for role, nbytes in formulas.model_state_bytes(params, "bf16", layout.zero_stage, ranks).items():
+                states[role] = states.get(role, 0.0) + nbytes
+        layers = sum(chunks[stage::p])  # the stage's chunks (Llama 3's placement: the first holds no layer)
+        if layout.schedule == "interleaved_1f1b" and v > 1 and m >= p:
+            acts = per_layer * interleaved_layers_in_flight(chunks, p, v, m, stage)
+        elif stage == p - 1:  # 1F1B: the last stage runs each micro-batch's backward right after its forward
+            acts = per_layer * layers * min(in_flight, max(1, v))
+        else:
+            acts = per_layer * layers * in_flight
+        if recompute == "full":  # the layer being replayed holds its whole activations for a moment
+            acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
+                                                        t, "selective", layout.sequence_parallel)
+        if stage == p - 1:  # logits in bf16 and their fp32 softmax, this rank's vocabulary share
+            acts += micro_batch * model.seq_len / c * model.vocab / t * (BF16 + 4)
+        if layout.zero_stage == 3:  # the gathered layer and the one prefetched
+            states["parameters"] += 2 * BF16 * layer_params_local(model, layout)
+        roles = {**states, "activations": acts}
+        roles["total"] = sum(roles.values())
+        if best is None or roles["total"] > best["total"]:
+            best = roles
+    return best
