@@ -10,6 +10,8 @@ import pytest
 
 from tests.browser.viewcheck import cut_off, measure
 
+pytestmark = pytest.mark.browser
+
 
 def test_layout_chooser_ranks_layouts_for_new_inputs(page, deck_url):
     page.goto(f"{deck_url}/#/layout-chooser/0")
@@ -298,8 +300,10 @@ def test_side_by_side_players_are_timed_on_the_same_cluster(page, deck_url):
     page.wait_for_function(f"() => document.querySelector('{sims} select[name=cluster_gpus]').options.length > 1")
     page.locator(f"{sims} select[name=cluster_gpus]").last.select_option("1024")
     page.wait_for_function(f"() => ({titles})().every(t => t === 'Llama 3 70B on 1,024 H200s, modelled')", timeout=60_000)
-    # GPipe and 1F1B: the same bubble on the same cluster, two schedules
-    assert page.locator(f"{sims} svg.sim-cluster-view .span-F").count() == 2 * 4 * 8
+    # GPipe and 1F1B: the same bubble on the same cluster, two schedules (the titles change before the spans'
+    # data join has drawn them, so wait for the spans)
+    spans = f"() => document.querySelectorAll('{sims} svg.sim-cluster-view .span-F').length"
+    page.wait_for_function(f"() => ({spans})() === 2 * 4 * 8", timeout=60_000)
     page.locator(f"{sims} select[name=time_on]").last.select_option("machine")
     assert page.locator(f"{sims} svg.sim-cluster-view").count() == 0
     assert page.locator(f"{sims} svg.sim-view-pipeline").evaluate_all("(vs) => vs.every(v => v.checkVisibility())")
