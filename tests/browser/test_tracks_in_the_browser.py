@@ -136,3 +136,27 @@ def test_the_static_export_answers_index_html_with_a_track(page, site):
     open_deck(page, f"{site.export_url}index.html?track=7")
     assert len(page.evaluate(SLIDES)) == len(DECK.slides)
     assert page.text_content(".track-notice") == 'There is no track "7" (the tracks are 20, 45, 90): showing the whole deck.'
+
+
+def test_the_players_grouping_of_frames_is_the_budgets(page, deck_url):
+    """app/pacing.py's group_frames is the player's groupFrames (player.js, authoritative) on every recorded run,
+    at the player's budget with and without a question; and on a live slide, the presses the player gives its
+    run are the presses the slide's time budget counts."""
+    from app import pacing
+    from app.slides import jinja_env, render_slides
+
+    cases = [[pacing.expand(run["phases"]), budget] for run in pacing.recorded_phases().values()
+             for budget in (pacing.MAX_STEPS, pacing.MAX_STEPS - 1)]
+    cases += [[["setup"] + ["slot"] * n + ["done"], pacing.MAX_STEPS] for n in (19, 21, 30, 47)]  # split rounding
+    open_deck(page, f"{deck_url}/#/ddp-memory/0")
+    grouped = page.evaluate("""async (cases) => {
+        const { groupFrames } = await import('/static/js/player/player.js');
+        return cases.map(([phases, budget]) => groupFrames(phases.map((phase) => ({ phase })), budget)); }""", cases)
+    assert grouped == [[list(g) for g in pacing.group_frames(phases, budget)] for phases, budget in cases]
+
+    slides_dir = Path(__file__).resolve().parents[2] / "slides"
+    html = render_slides(DECK, jinja_env(slides_dir.resolve()))
+    budget = pacing.budgets(DECK, html)["ddp-memory"]
+    page.wait_for_function("() => { const p = window.distdeck.position();"
+                           " return p.id === 'ddp-memory' && !p.pending && p.stepCount > 1; }", timeout=120_000)
+    assert page.evaluate("() => window.distdeck.position().stepCount") == budget.steps
