@@ -76,6 +76,13 @@ def test_the_speaker_window_says_ahead_or_behind_in_words_and_colour(page, deck_
     speaker.wait_for_function(f"({PACING})() !== null", timeout=30_000)
     waiting = speaker.evaluate(PACING)
     assert waiting["kind"] == "waiting" and "first →" in waiting["headline"] and "20:00" in waiting["left"]
+    # the speaker window's previews are the same talk: the track's slides, the track's next slide
+    speaker.wait_for_selector("#current-slide iframe")
+    sources = speaker.eval_on_selector_all("#current-slide iframe, #upcoming-slide iframe", "els => els.map(e => e.src)")
+    assert len(sources) == 2 and all("track=20" in src and "receiver" in src for src in sources), sources
+    upcoming = speaker.frame_locator("#upcoming-slide iframe")
+    upcoming.locator("html.deck-ready").wait_for(state="attached", timeout=30_000)
+    assert upcoming.locator(".reveal .slides > section").count() == len(TWENTY.slides)
 
     def pacing_after(check: str) -> dict:
         speaker.wait_for_function(f"(({PACING})() || {{}}).kind === '{check}'", timeout=30_000)
@@ -100,6 +107,18 @@ def test_the_speaker_window_says_ahead_or_behind_in_words_and_colour(page, deck_
     ahead = pacing_after("ahead")
     assert ahead["headline"].startswith("Ahead by") and ahead["colour"] == "rgb(11, 92, 173)", ahead
     speaker.close()
+
+
+def test_the_embed_and_print_show_the_track(page, deck_url):
+    """?embed=1&track=20 (an iframe on a blog) and ?print-pdf&track=20 (one page per slide and step) keep the talk."""
+    open_deck(page, f"{deck_url}/?embed=1&track=20#/zero-stages/0")
+    assert page.evaluate(SLIDES) == [s.id for s in TWENTY.slides]
+    assert page.evaluate("() => [window.distdeck.position().id, window.distdeck.position().slideCount]") == \
+        ["zero-stages", len(TWENTY.slides)]
+    assert page.get_attribute("#embed-open", "href").endswith("/?track=20#/zero-stages/0")  # a new tab: the same talk
+    open_deck(page, f"{deck_url}/?print-pdf&track=20")
+    printed = page.eval_on_selector_all("section[data-slide-id]", "els => [...new Set(els.map((e) => e.dataset.slideId))]")
+    assert printed == [s.id for s in TWENTY.slides]
 
 
 def budget_clock(slide_id: str) -> str:
