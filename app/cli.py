@@ -200,6 +200,10 @@ def estimate_cmd(
         help="Network bandwidth leaving one node, all NICs together, Gb/s (default: the GPU's DGX node).",
         show_default=False)] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
+    search: Annotated[bool, typer.Option(
+        "--search", help="Search the layouts instead (TP, PP, CP, EP, ZeRO or HSDP, schedule, micro-batch; the layout "
+                         "flags are ignored) and print the fastest that fit, as the deck's layout chooser does.")] = False,
+    top: Annotated[int, typer.Option(min=1, max=50, help="With --search: how many layouts to print.")] = 5,
 ) -> None:
     """Estimate one training step on a modelled GPU cluster: time, throughput, MFU, memory per GPU."""
     import json
@@ -217,11 +221,17 @@ def estimate_cmd(
             overlap_param_gather=overlap_param_gather, overlap_tp_comm=overlap_tp_comm,
             overlap_p2p_comm=overlap_p2p_comm, grad_accumulation_fusion=grad_accumulation_fusion,
             grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
-            recompute_every=recompute_every, network_gbps=network_gbps)
-        result = est.estimate(spec, cluster, layout).as_dict()
+            recompute_every=recompute_every, network_gbps=network_gbps, check_layout=not search)
+        if search:
+            found = [e.as_dict() for e in est.search(spec, cluster, layout, top=top)]
+        else:
+            result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
         typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)
         raise typer.Exit(2) from None
+    if search:
+        _print_search(found, spec.name, cluster, json_)
+        return
     if json_:
         typer.echo(json.dumps(result, indent=2))
         return
@@ -256,6 +266,37 @@ def estimate_cmd(
     for name, value in rows:
         table.add_row(name, value)
     Console().print(table)
+
+
+def _print_search(found: list[dict], model: str, cluster, json_: bool) -> None:
+    """The layout search's answer: a JSON list, or a table with the layout chooser's columns."""
+    import json
+
+    if json_:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    if not found:
+        typer.echo(f"no layout of {model} fits {cluster.gpus} × {cluster.gpu.title}: more GPUs, a shorter sequence "
+                   f"or a smaller batch")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{model} on {cluster.gpus} × {cluster.gpu.title}: the fastest layouts that fit")
+    for name in ("#", "TP × PP × CP × DP", "EP", "ZeRO", "schedule", "micro-batch", "memory / GPU", "step", "MFU",
+                 "exposed comm.", "bubble"):
+        table.add_column(name, justify="left" if name in ("TP × PP × CP × DP", "ZeRO", "schedule") else "right",
+                         no_wrap=True)
+    for i, r in enumerate(found, 1):
+        # hybrid sharding (HSDP): ZeRO-3 inside groups of zero_shards DP·CP ranks, replicated across them
+        zero = f"3, HSDP {r['zero_shards']}" if r["zero_shards"] else str(r["zero_stage"])
+        schedule = (f"interleaved, v {r['virtual_stages']}" if r["schedule"] == "interleaved_1f1b"
+                    else "1F1B" if r["pp"] > 1 else "—")
+        table.add_row(str(i), f"{r['tp']} × {r['pp']} × {r['cp']} × {r['dp']}", str(r["ep"]), zero, schedule,
+                      str(r["micro_batch"]), f"{r['memory_per_gpu_bytes']['total'] / 1e9:.0f} GB",
+                      f"{r['step_time_s']:.2f} s", f"{r['mfu']:.0%}", f"{r['exposed_comm_s']:.2f} s",
+                      f"{r['bubble_fraction']:.0%}")
+    Console(width=max(Console().width, 130)).print(table)  # eleven columns: wider than a pipe's default 80
 
 
 def main() -> None:

@@ -70,7 +70,7 @@ def tracks_config(deck: Deck, budgets: dict[str, pacing.Budget]) -> dict:
             "budgets": {slide_id: b.seconds for slide_id, b in budgets.items()},
             # The panel's tooltip: how the budgets were made.
             "model": f"notes at {pacing.WORDS_PER_MINUTE} words a minute, {pacing.SECONDS_PER_STEP} s a step "
-                     f"({pacing.LIVE_RUN_STEPS} for a live run), {pacing.PREDICTION_PAUSE_S} s a question",
+                     f"(a live run: its presses at its defaults), {pacing.PREDICTION_PAUSE_S} s a question",
         },
     }
 

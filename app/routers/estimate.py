@@ -204,9 +204,9 @@ def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
 
 
 @router.get("/estimate/search", response_model=SearchResult,
-            summary="The fastest layouts that fit (TP, PP, CP, ZeRO, schedule, micro-batch), ranked")
+            summary="The fastest layouts that fit (TP, PP, CP, EP, ZeRO or HSDP, schedule, micro-batch), ranked")
 def search(params: Annotated[EstimateParams, Query()]) -> SearchResult:
-    model, cluster, layout = _build(params, check_layout=False)  # the search picks TP, PP, CP itself
+    model, cluster, layout = _build(params, check_layout=False)  # the search picks TP, PP, CP, EP and the sharding itself
     return SearchResult(layouts=[EstimateResult(**e.as_dict()) for e in est.search(model, cluster, layout)])
 
 

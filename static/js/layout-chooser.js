@@ -1,8 +1,9 @@
 /**
  * The layout chooser: model, sequence length, GPUs, GPU type, attention kernel and network bandwidth in ->
  * GET /api/estimate/search
- * (simulations.estimate on the server: every TP × PP × CP layout the cluster allows, ZeRO-1 or 3,
- * 1F1B or interleaved, each with its fastest micro-batch and virtual stages that fit) -> the best
+ * (simulations.estimate on the server: every TP × PP × CP layout the cluster allows, a mixture of experts'
+ * EP degrees, ZeRO-1 or 3 (also hybrid sharded, HSDP), 1F1B or interleaved, each with its fastest
+ * micro-batch and virtual stages that fit) -> the best
  * few layouts ranked by step time, with memory per GPU, MFU, exposed communication and bubble.
  *
  * Mounts on every `.layout-chooser` element; `data-params` (JSON) sets the initial inputs. The
@@ -26,10 +27,17 @@ const FIELDS = [
   { name: 'network_gbps', label: 'Network / node (Gb/s)', type: 'number', min: 100, step: 100 },
 ];
 
+// ZeRO's stage; hybrid sharded (HSDP): ZeRO-3 inside groups of zero_shards DP·CP ranks, replicas across them
+function zeroLabel(r) {
+  return r.zero_shards ? `3, HSDP ${r.zero_shards}` : String(r.zero_stage);
+}
+
 const COLUMNS = [
   ['#', (r, i) => String(i + 1)],
   ['TP × PP × CP × DP', (r) => `${r.tp} × ${r.pp} × ${r.cp} × ${r.dp}`],
-  ['ZeRO', (r) => String(r.zero_stage)],
+  // EP is carved out of the DP·CP ranks (parallel folding), so it is a column of its own, not a factor
+  ['EP', (r) => String(r.ep)],
+  ['ZeRO', zeroLabel],
   ['schedule', (r) => (r.schedule === 'interleaved_1f1b' ? `interleaved, v ${r.virtual_stages}`
     : r.pp > 1 ? '1F1B' : '—')],
   ['micro-batch', (r) => String(r.micro_batch)],
@@ -41,7 +49,8 @@ const COLUMNS = [
 ];
 
 function layoutKey(r) {
-  return [r.tp, r.pp, r.cp, r.zero_stage, r.schedule, r.virtual_stages, r.micro_batch].join('-');
+  return [r.tp, r.pp, r.cp, r.ep, r.zero_stage, r.zero_shards ?? 'all', r.schedule, r.virtual_stages,
+          r.micro_batch].join('-');
 }
 
 class Chooser {

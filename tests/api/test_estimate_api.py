@@ -359,3 +359,13 @@ def test_a_network_too_slow_to_time_is_refused_naming_the_field():
     assert refused.status_code == 422 and "network_gbps" in refused.text
     slow = client.get("/api/estimate", params={"network_gbps": 1})
     assert slow.status_code == 200 and isinstance(slow.json()["step_time_s"], float)
+
+
+def test_search_answers_expert_parallel_and_hybrid_sharded_layouts(client):
+    """The chooser's API ranks EP for a mixture of experts and HSDP (zero_shards) where they are fastest."""
+    moe = client.get("/api/estimate/search", params={"model": "mixtral-8x7b", "gpus": 256, "global_batch": 256,
+                                                     "seq_len": 4096}).json()["layouts"]
+    assert moe[0]["ep"] > 1
+    dense = client.get("/api/estimate/search", params={"model": "llama3-70b", "gpus": 1024, "seq_len": 8192}).json()
+    best = dense["layouts"][0]
+    assert best["zero_stage"] == 3 and best["zero_shards"] and (best["dp"] * best["cp"]) % best["zero_shards"] == 0

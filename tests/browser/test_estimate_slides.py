@@ -13,25 +13,39 @@ from tests.browser.viewcheck import cut_off, measure
 pytestmark = pytest.mark.browser
 
 
+def _ask(page, slide, **inputs):
+    """Set the chooser's inputs and wait for its answer for that many GPUs (every row's TP·PP·CP·DP)."""
+    for name, value in inputs.items():
+        if name == "model":
+            slide.locator("select[name=model]").select_option(value)
+            continue
+        slide.locator(f"input[name={name}]").fill(str(value))
+        slide.locator(f"input[name={name}]").dispatch_event("change")
+    page.wait_for_function(
+        "gpus => { const m = document.querySelector('#layout-chooser .chooser-message').textContent;"
+        " return m.includes('fastest') && document.querySelector('#layout-chooser tbody th').textContent === '1'"
+        " && [...document.querySelectorAll('#layout-chooser tbody tr')].every(tr => "
+        "      Number(tr.children[1].textContent.split('×').map(Number).reduce((a, b) => a * b, 1)) === gpus); }",
+        arg=inputs["gpus"], timeout=60_000)
+    return [[cell.strip() for cell in row] for row in page.eval_on_selector_all(
+        "#layout-chooser tbody tr", "rows => rows.map(r => [...r.children].map(c => c.textContent))")]
+
+
 def test_layout_chooser_ranks_layouts_for_new_inputs(page, deck_url):
     page.goto(f"{deck_url}/#/layout-chooser/0")
     page.wait_for_selector("html.deck-ready")
     slide = page.locator("#layout-chooser")
-    first = slide.locator("tbody tr").count()
-    assert first >= 1  # rendered by the server into the slide
-    slide.locator("select[name=model]").select_option("llama3-8b")
-    slide.locator("input[name=gpus]").fill("64")
-    slide.locator("input[name=gpus]").dispatch_event("change")
-    slide.locator("input[name=global_batch]").fill("256")
-    slide.locator("input[name=global_batch]").dispatch_event("change")
-    page.wait_for_function(
-        "() => { const m = document.querySelector('#layout-chooser .chooser-message').textContent;"
-        " return m.includes('fastest') && document.querySelector('#layout-chooser tbody th').textContent === '1'"
-        " && [...document.querySelectorAll('#layout-chooser tbody tr')].every(tr => "
-        "      Number(tr.children[1].textContent.split('×').map(Number).reduce((a, b) => a * b, 1)) === 64); }",
-        timeout=60_000)
-    steps = [float(t.split()[0]) for t in slide.locator("tbody tr td:nth-child(7)").all_text_contents()]
+    headers = slide.locator("thead th").all_text_contents()
+    ep, zero, step = headers.index("EP"), headers.index("ZeRO"), headers.index("step")
+    rendered = slide.locator("tbody tr").first.locator("th, td").all_text_contents()
+    assert "HSDP" in rendered[zero]  # rendered by the server: Llama 3 70B on 1,024 H100s is fastest hybrid sharded
+    # a mixture of experts: the fastest layout splits the experts (EP > 1), drawn by the chooser's script
+    rows = _ask(page, slide, model="mixtral-8x7b", seq_len=4096, gpus=256, global_batch=256)
+    assert int(rows[0][ep]) > 1, rows
+    steps = [float(r[step].split()[0]) for r in rows]
     assert steps == sorted(steps) and len(steps) >= 1
+    rows = _ask(page, slide, model="llama3-70b", gpus=512, global_batch=512)
+    assert rows[0][zero].startswith("3, HSDP"), rows  # and the script's label for hybrid sharding
 
     slide.locator("input[name=gpus]").fill("12")
     slide.locator("input[name=gpus]").dispatch_event("change")

@@ -76,6 +76,13 @@ def test_the_speaker_window_says_ahead_or_behind_in_words_and_colour(page, deck_
     speaker.wait_for_function(f"({PACING})() !== null", timeout=30_000)
     waiting = speaker.evaluate(PACING)
     assert waiting["kind"] == "waiting" and "first →" in waiting["headline"] and "20:00" in waiting["left"]
+    # the speaker window's previews are the same talk: the track's slides, the track's next slide
+    speaker.wait_for_selector("#current-slide iframe")
+    sources = speaker.eval_on_selector_all("#current-slide iframe, #upcoming-slide iframe", "els => els.map(e => e.src)")
+    assert len(sources) == 2 and all("track=20" in src and "receiver" in src for src in sources), sources
+    upcoming = speaker.frame_locator("#upcoming-slide iframe")
+    upcoming.locator("html.deck-ready").wait_for(state="attached", timeout=30_000)
+    assert upcoming.locator(".reveal .slides > section").count() == len(TWENTY.slides)
 
     def pacing_after(check: str) -> dict:
         speaker.wait_for_function(f"(({PACING})() || {{}}).kind === '{check}'", timeout=30_000)
@@ -100,6 +107,18 @@ def test_the_speaker_window_says_ahead_or_behind_in_words_and_colour(page, deck_
     ahead = pacing_after("ahead")
     assert ahead["headline"].startswith("Ahead by") and ahead["colour"] == "rgb(11, 92, 173)", ahead
     speaker.close()
+
+
+def test_the_embed_and_print_show_the_track(page, deck_url):
+    """?embed=1&track=20 (an iframe on a blog) and ?print-pdf&track=20 (one page per slide and step) keep the talk."""
+    open_deck(page, f"{deck_url}/?embed=1&track=20#/zero-stages/0")
+    assert page.evaluate(SLIDES) == [s.id for s in TWENTY.slides]
+    assert page.evaluate("() => [window.distdeck.position().id, window.distdeck.position().slideCount]") == \
+        ["zero-stages", len(TWENTY.slides)]
+    assert page.get_attribute("#embed-open", "href").endswith("/?track=20#/zero-stages/0")  # a new tab: the same talk
+    open_deck(page, f"{deck_url}/?print-pdf&track=20")
+    printed = page.eval_on_selector_all("section[data-slide-id]", "els => [...new Set(els.map((e) => e.dataset.slideId))]")
+    assert printed == [s.id for s in TWENTY.slides]
 
 
 def budget_clock(slide_id: str) -> str:
@@ -136,3 +155,27 @@ def test_the_static_export_answers_index_html_with_a_track(page, site):
     open_deck(page, f"{site.export_url}index.html?track=7")
     assert len(page.evaluate(SLIDES)) == len(DECK.slides)
     assert page.text_content(".track-notice") == 'There is no track "7" (the tracks are 20, 45, 90): showing the whole deck.'
+
+
+def test_the_players_grouping_of_frames_is_the_budgets(page, deck_url):
+    """app/pacing.py's group_frames is the player's groupFrames (player.js, authoritative) on every recorded run,
+    at the player's budget with and without a question; and on a live slide, the presses the player gives its
+    run are the presses the slide's time budget counts."""
+    from app import pacing
+    from app.slides import jinja_env, render_slides
+
+    cases = [[pacing.expand(run["phases"]), budget] for run in pacing.recorded_phases().values()
+             for budget in (pacing.MAX_STEPS, pacing.MAX_STEPS - 1)]
+    cases += [[["setup"] + ["slot"] * n + ["done"], pacing.MAX_STEPS] for n in (19, 21, 30, 47)]  # split rounding
+    open_deck(page, f"{deck_url}/#/ddp-memory/0")
+    grouped = page.evaluate("""async (cases) => {
+        const { groupFrames } = await import('/static/js/player/player.js');
+        return cases.map(([phases, budget]) => groupFrames(phases.map((phase) => ({ phase })), budget)); }""", cases)
+    assert grouped == [[list(g) for g in pacing.group_frames(phases, budget)] for phases, budget in cases]
+
+    slides_dir = Path(__file__).resolve().parents[2] / "slides"
+    html = render_slides(DECK, jinja_env(slides_dir.resolve()))
+    budget = pacing.budgets(DECK, html)["ddp-memory"]
+    page.wait_for_function("() => { const p = window.distdeck.position();"
+                           " return p.id === 'ddp-memory' && !p.pending && p.stepCount > 1; }", timeout=120_000)
+    assert page.evaluate("() => window.distdeck.position().stepCount") == budget.steps

@@ -252,6 +252,10 @@ def test_the_story_order(deck):
         assert closing in ([], [ids[-1]]), f"{section.slug}: {ids[-1]} after its pros and cons"
     assert deck.find("on-a-cluster").section_slug == "06-pipeline"
     assert next(s.title for s in deck.sections if s.slug == "10-ring-attention") == "Context parallelism"
+    # and its summary weighs all of it (ring, all-gather, Ulysses), not ring attention alone
+    summary = dict(zip([s.id for s in deck.slides], render_slides(deck, jinja_env(SLIDES))))["ring-pros-cons"]
+    assert deck.find("ring-pros-cons").title == "Context parallelism: pros and cons"
+    assert all(word in summary for word in ("Ulysses", "all-gather", "ring"))
 
 
 def test_no_slide_or_note_names_a_file_of_the_repository(rendered):

@@ -125,9 +125,56 @@ def test_budget_arithmetic():
     notes = " ".join(["word"] * 280)  # two minutes at 140 words per minute
     static = pacing.slide_budget(3, f'<section><aside class="notes">{notes}</aside></section>')
     assert static == pacing.Budget(words=280, steps=3, questions=0, seconds=120 + 2 * pacing.SECONDS_PER_STEP)
-    live = pacing.slide_budget(1, f'<div class="live-sim"></div><div class="predict"></div>'
-                                  f'<aside class="notes">{notes}</aside>')
-    assert live.seconds == 120 + (pacing.LIVE_RUN_STEPS - 1) * pacing.SECONDS_PER_STEP + pacing.PREDICTION_PAUSE_S
+    # DDP at its defaults (ddp-live's run): 19 frames, a press each; after a question the player allows 19
+    ddp = """<div class="live-sim" data-scenario="ddp" data-params='{}'></div>"""
+    assert pacing.slide_budget(1, ddp + f'<aside class="notes">{notes}</aside>').steps == 19
+    live = pacing.slide_budget(1, ddp + f'<div class="predict"></div><aside class="notes">{notes}</aside>')
+    assert live.steps == 1 + 19  # the question, then the run
+    assert live.seconds == 120 + 19 * pacing.SECONDS_PER_STEP + pacing.PREDICTION_PAUSE_S
+    # two players on one slide step together: the slide takes the longer run's presses
+    pipelines = "".join(f"""<div class="live-sim" data-scenario="pipeline" data-params='{{"schedule": "{s}", "microbatches": {m}}}'></div>"""
+                        for s, m in (("gpipe", 1), ("interleaved_1f1b", 8)))
+    pipelines = pipelines.replace('"microbatches": 8', '"microbatches": 8, "virtual_stages": 2')
+    assert pacing.slide_budget(1, pipelines).steps == 16  # pp-naive's 10 frames, pp-interleaved's 40 in 16
+
+
+def test_group_frames_follows_the_players_rule():
+    """The rule of static/js/player/player.js's groupFrames (the browser test checks the two agree on every
+    recorded run): a frame a step up to the budget; runs of one phase, a gather joined by its free; a few
+    long phases cut into about 16 steps; too many groups merged evenly."""
+    assert pacing.group_frames(["setup"] + ["forward"] * 19) == [(i, i) for i in range(20)]
+    joined = ["setup"] + ["all_gather", "free", "free", "forward"] * 6  # 25 frames, 13 groups
+    assert pacing.group_frames(joined)[:4] == [(0, 0), (1, 3), (4, 4), (5, 7)]
+    few = ["setup"] + ["slot"] * 30 + ["done"]
+    steps = pacing.group_frames(few)
+    assert len(steps) == 16 and steps[0] == (0, 0) and steps[-1] == (31, 31)
+    assert [a for a, _ in steps[1:]] == sorted({a for a, _ in steps[1:]})  # pieces of the long phase, in order
+    many = [f"phase{i}" for i in range(45)]
+    assert pacing.group_frames(many) == [(i, min(i + 2, 44)) for i in range(0, 45, 3)]  # 45 groups, 3 a step
+    assert pacing.js_round(2.5) == 3 and pacing.js_round(3.5) == 4  # JavaScript's Math.round, not banker's
+
+
+def test_every_live_slide_has_a_current_recording(deck, rendered):
+    """Each live slide's default run is in slides/live_steps.json, recorded from the scenario's current source
+    (its hash, as the static export computes it). If this fails: `.venv/bin/python -m app.pacing`."""
+    from app.export import source_hash
+
+    recorded = pacing.recorded_phases()
+    missing, stale = [], []
+    for slide in deck.slides:
+        for scenario, params in pacing.live_runs(rendered[slide.id]):
+            entry = recorded.get(pacing.run_key(scenario, params))
+            if entry is None:
+                missing.append(f"{slide.id} ({scenario})")
+            elif entry["source_hash"] != source_hash(scenario):
+                stale.append(f"{slide.id} ({scenario})")
+    assert not missing and not stale, (f"not recorded: {missing}; recorded from an older source: {stale}; "
+                                       "record them again with `.venv/bin/python -m app.pacing`")
+
+
+def test_a_live_slides_budget_counts_its_own_presses(deck, rendered, budgets):
+    """A short run is budgeted at its few presses, a long one at the player's most (was: 16 for every run)."""
+    assert budgets["ep-live"].steps < 10 < budgets["ddp-memory"].steps == pacing.MAX_STEPS
 
 
 # ---- the manifest's checks ----
