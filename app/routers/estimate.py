@@ -112,6 +112,8 @@ class Validation(BaseModel):
     worst_error: float
     optimistic_share: float = Field(description="Share of those runs the estimate was too fast for")
     tables: list[str]
+    summary: str = Field(description="All of it in words: \"within ±x % (median y %) on N published ... runs on "
+                                     "GPU; too fast on z % of them\", as the CLI and the projected view print it")
 
 
 class EstimateResult(BaseModel):

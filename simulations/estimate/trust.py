@@ -6,9 +6,14 @@ validation.json next to this module by `python -m tests.unit.test_estimate_trust
 test module to be what the tables give today (so a change to the model that moves an error fails until the
 file is regenerated). Nothing here is typed by hand.
 
-"Of the same kind": the same GPU model (A100, H100, ...) and the same kind of layout, FSDP-style (ZeRO-2/3 data
-parallelism with no tensor or pipeline parallelism) or Megatron-style (everything else); failing that, the same
-kind on any GPU.
+"Of the same kind": the same GPU model (A100, H100, ...; the A100's 40 and 80 GB together) and the same kind of
+layout, FSDP-style (ZeRO-2/3 data parallelism with no tensor or pipeline parallelism: LLM Foundry, torchtitan's and
+fms-fsdp's 1D FSDP) or Megatron-style (everything else: Megatron-LM, NeMo, Megatron-DeepSpeed, Llama 3's 4D);
+failing that, the same kind on any GPU. These are the two things an estimate's inputs say that the errors depend on
+most: the GPU sets the kernels' rates, and the layout decides which costs dominate (per-layer parameter gathers and
+small matmuls under FSDP; TP collectives and the pipeline bubble under Megatron). The training stack itself is not an
+input, so it cannot pick the group; model size is not used either, since most groups would then hold a handful of
+runs.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ def published_rows() -> tuple[dict, ...]:
 
 def trust(gpu: str, tp: int, pp: int, zero_stage: int) -> dict:
     """The validation error on published runs like this one: how many, the median and worst |error|, the share
-    on which the estimate was too fast, and which runs (same GPU and kind, or same kind on any GPU)."""
+    on which the estimate was too fast, which runs (same GPU and kind, or same kind on any GPU), and all of it in
+    one sentence (`summary`, what the CLI, the API and the projected view print)."""
     kind = layout_kind(tp, pp, zero_stage)
     rows = [r for r in published_rows() if r["kind"] == kind and gpu_family(r["gpu"]) == gpu_family(gpu)]
     scope = f"{kind}-style runs on {gpu_family(gpu).upper()}"
@@ -44,9 +50,10 @@ def trust(gpu: str, tp: int, pp: int, zero_stage: int) -> dict:
         rows = [r for r in published_rows() if r["kind"] == kind]
         scope = f"{kind}-style runs on other GPUs (none published on {gpu_family(gpu).upper()})"
     errors = [abs(r["error"]) for r in rows]
-    return {"runs": len(rows), "scope": scope, "median_error": statistics.median(errors), "worst_error": max(errors),
-            "optimistic_share": sum(r["error"] > 0 for r in rows) / len(rows),
-            "tables": sorted({r["table"] for r in rows})}
+    found = {"runs": len(rows), "scope": scope, "median_error": statistics.median(errors), "worst_error": max(errors),
+             "optimistic_share": sum(r["error"] > 0 for r in rows) / len(rows),
+             "tables": sorted({r["table"] for r in rows})}
+    return {**found, "summary": sentence(found)}
 
 
 def sentence(t: dict) -> str:

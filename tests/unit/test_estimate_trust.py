@@ -15,6 +15,7 @@ import pytest
 from simulations.estimate import trust
 from tests.unit import test_estimate_heldout as heldout
 from tests.unit import test_estimate_other_stacks as other
+from tests.unit import test_estimate_pytorch_fsdp as pytorch_fsdp
 from tests.unit import test_estimate_validation as validation
 
 
@@ -28,6 +29,7 @@ def _rows():
         "Megatron-Core r0.8.0": ("h100-80gb", heldout.megatron_rows()),
         "BLOOM-176B logs": ("a100-80gb", heldout.bloom_rows()),
         **{f"LLM Foundry {name}": (gpu, other.foundry_rows(name)) for name, (gpu, _) in other.TABLES.items()},
+        **{name: (None, pytorch_fsdp.table_rows(name)) for name in pytorch_fsdp.TABLES},
     }
     out = []
     for table, (gpu, rows) in tables.items():
@@ -45,7 +47,11 @@ def test_the_validation_file_is_what_the_tables_give():
 
 def test_trust_names_runs_of_the_same_kind():
     fsdp = trust.trust("h100-80gb", tp=1, pp=1, zero_stage=3)
-    assert fsdp["runs"] == 77 and fsdp["tables"] == ["LLM Foundry h100", "LLM Foundry h100-fp8", "LLM Foundry h100-large"]
+    assert fsdp["runs"] == 80 and fsdp["tables"] == ["LLM Foundry h100", "LLM Foundry h100-fp8", "LLM Foundry h100-large",
+                                                     "fms-fsdp H100"]
+    # the PyTorch FSDP tables (torchtitan, fms-fsdp) count among the FSDP-style runs on their GPUs, and only there
+    fsdp_a100 = trust.trust("a100-80gb", tp=1, pp=1, zero_stage=3)
+    assert {"torchtitan Llama 3 A100", "torchtitan Llama 2 A100", "fms-fsdp A100"} <= set(fsdp_a100["tables"])
     megatron = trust.trust("a100-80gb", tp=8, pp=4, zero_stage=1)
     assert set(megatron["tables"]) == {"Narayanan SC'21 Table 1", "Korthikanti 2022 Table 5", "BLOOM-176B logs"}
     b200 = trust.trust("b200", tp=8, pp=1, zero_stage=1)
