@@ -173,3 +173,27 @@ def test_pytorch_fsdp_throughput(table):
     if not (median <= 0.10 and worst <= 0.25) or refused:
         pytest.xfail(f"{table}: median {median:.1%}, worst {worst:.1%} (target 10 % / 25 %); "
                      f"predicted not to fit: {refused or 'none'}")
+
+
+def test_a_row_typed_into_distdeck_estimate_is_the_rows_estimate():
+    """The rows go in through the CLI's path: torchtitan's Llama 2 13B row (no checkpointing) typed as a user would
+    gives the same throughput, and the table says how far to trust it from runs of the same kind (A100, FSDP-style),
+    these tables among them."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from app.cli import cli
+
+    flags = ["estimate", "--model", "custom", "--layers", "40", "--hidden", "5120", "--heads", "40", "--ffn-hidden",
+             "13824", "--vocab", "32000", "--seq-len", "4096", "--gated-mlp", "--gpu", "a100-80gb", "--gpus", "64",
+             "--tp", "1", "--zero-stage", "3", "--micro-batch", "2", "--global-batch", "128", "--recompute", "none",
+             "--attention-kernel", "fa2", "--grad-reduce-dtype", "fp32"]
+    typed = CliRunner().invoke(cli, [*flags, "--json"])
+    assert typed.exit_code == 0, typed.output
+    answer = json.loads(typed.output)
+    row = next(r for r in table_rows("torchtitan Llama 2 A100") if r[0] == "2-13b b2")
+    assert answer["tokens_per_s"] / 64 == pytest.approx(row[3], rel=1e-9)
+    assert "torchtitan Llama 2 A100" in answer["validation"]["tables"]
+    table = CliRunner().invoke(cli, flags, env={"COLUMNS": "240"})  # rich: one line a row
+    assert "how far to trust it" in table.output and answer["validation"]["summary"] in table.output.replace("\n", " ")
