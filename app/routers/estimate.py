@@ -155,7 +155,8 @@ class EstimateResult(BaseModel):
                                                    "over 1 + the allocator's fragmentation")
     fits: bool
     validation: Validation = Field(description="How far to trust it: the estimator's error on published runs of this "
-                                               "kind (same GPU; data parallelism alone, or TP, PP or CP), from its validation tables")
+                                               "kind (same GPU; data parallelism alone, or TP, PP or CP), from its "
+                                               "validation tables")
     timeline: list[Span] | None = None
 
 

@@ -59,11 +59,14 @@ Left out: the Transformer Engine rows (A100 and H100), whose attention kernel th
 
 from __future__ import annotations
 
+import json
 import statistics
 from functools import cache
 
 import pytest
+from typer.testing import CliRunner
 
+from app.cli import cli
 from simulations.estimate import build, estimate
 from tests.unit.test_estimate_validation import _report
 
@@ -103,28 +106,13 @@ PAX_A100_BF16 = [  # T5: "A100 Results", BF16
 ]
 
 
-def _estimate(model: str, seq: int, gpu: str, gpus: int, micro_batch: int, recompute: str, **software):
+def llama_estimate(model: str, seq: int, gpu: str, gpus: int, micro_batch: int, recompute: str, **software):
     layers, hidden, heads, kv_heads, ffn, vocab = LLAMA[model]
     spec, hw, layout = build("custom", layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn,
                              vocab=vocab, seq_len=seq, gated_mlp=True, gpu=gpu, gpus=gpus, tp=1, pp=1, zero_stage=3,
                              micro_batch=micro_batch, global_batch=micro_batch * gpus, recompute=recompute,
                              attention_kernel="fa2", **software)
     return estimate(spec, hw, layout)
-
-
-def pax_rows(table):
-    out = []
-    for model, gpus, mb, zero, recompute, sequences in table:
-        layers, hidden, heads, vocab = PAX_GPT[model]
-        spec, hw, layout = build("custom", layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=2048,
-                                 flash_attention=False, gpu="a100-80gb", gpus=gpus, tp=1, pp=1, zero_stage=zero,
-                                 micro_batch=mb, global_batch=mb * gpus, recompute=recompute, grad_reduce_dtype="fp32")
-        out.append(_row(pax_name(model, zero, recompute), gpus, sequences * 2048 / gpus, estimate(spec, hw, layout)))
-    return out
-
-
-def pax_name(model: str, zero: int, recompute: str) -> str:
-    return f"{model}{' fsdp' if zero == 3 else ' dp'}{' remat' if recompute == 'full' else ''}"
 
 
 def torchtitan_name(model: str, micro_batch: int, recompute: str, every: int) -> str:
@@ -143,7 +131,8 @@ def _row(name: str, gpus: int, published: float, e):
 def torchtitan_rows(table):
     out = []
     for model, seq, gpus, mb, recompute, every, published in table:
-        e = _estimate(model, seq, "a100-80gb", gpus, mb, recompute, recompute_every=every, grad_reduce_dtype="fp32")
+        e = llama_estimate(model, seq, "a100-80gb", gpus, mb, recompute, recompute_every=every,
+                           grad_reduce_dtype="fp32")
         out.append(_row(torchtitan_name(model, mb, recompute, every), gpus, published, e))
     return out
 
@@ -151,10 +140,25 @@ def torchtitan_rows(table):
 def fms_fsdp_rows(table, gpu: str, network_gbps: float):
     out = []
     for model, seq, gpus, mb, recompute, shards, published in table:
-        e = _estimate(model, seq, gpu, gpus, mb, recompute, zero_shards=shards, grad_reduce_dtype="bf16",
+        e = llama_estimate(model, seq, gpu, gpus, mb, recompute, zero_shards=shards, grad_reduce_dtype="bf16",
                       network_gbps=network_gbps)
         out.append(_row(fms_fsdp_name(model, recompute, shards), gpus, published, e))
     return out
+
+
+def pax_rows(table):
+    out = []
+    for model, gpus, mb, zero, recompute, sequences in table:
+        layers, hidden, heads, vocab = PAX_GPT[model]
+        spec, hw, layout = build("custom", layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=2048,
+                                 flash_attention=False, gpu="a100-80gb", gpus=gpus, tp=1, pp=1, zero_stage=zero,
+                                 micro_batch=mb, global_batch=mb * gpus, recompute=recompute, grad_reduce_dtype="fp32")
+        out.append(_row(pax_name(model, zero, recompute), gpus, sequences * 2048 / gpus, estimate(spec, hw, layout)))
+    return out
+
+
+def pax_name(model: str, zero: int, recompute: str) -> str:
+    return f"{model}{' fsdp' if zero == 3 else ' dp'}{' remat' if recompute == 'full' else ''}"
 
 
 # table -> (its rows, entered; the rows' names, known before anything is estimated)
@@ -204,7 +208,7 @@ def test_each_published_run_within_25_percent_and_fits(table, name):
 
 
 @pytest.mark.parametrize("table", list(TABLES))
-def test_pytorch_fsdp_throughput(table):
+def test_published_throughput_by_table(table):
     """No worse than measured (a point of median, two of worst, for rounding); the issue's target (median 10 %,
     every row 25 %, every run that ran predicted to fit) is reported as an xfail where it is not met."""
     rows = table_rows(table)
@@ -221,12 +225,6 @@ def test_a_row_typed_into_distdeck_estimate_is_the_rows_estimate():
     """The rows go in through the CLI's path: torchtitan's Llama 2 13B row (no checkpointing) typed as a user would
     gives the same throughput, and the table says how far to trust it from runs of the same kind (A100, data-parallel),
     these tables among them."""
-    import json
-
-    from typer.testing import CliRunner
-
-    from app.cli import cli
-
     flags = ["estimate", "--model", "custom", "--layers", "40", "--hidden", "5120", "--heads", "40", "--ffn-hidden",
              "13824", "--vocab", "32000", "--seq-len", "4096", "--gated-mlp", "--gpu", "a100-80gb", "--gpus", "64",
              "--tp", "1", "--zero-stage", "3", "--micro-batch", "2", "--global-batch", "128", "--recompute", "none",
