@@ -48,9 +48,9 @@ def test_the_validation_file_is_what_the_tables_give():
 def test_trust_names_runs_of_the_same_kind():
     """Same GPU and same kind of layout: data parallelism alone (any ZeRO stage), or TP, PP or CP."""
     data = trust.trust("h100-80gb", tp=1, pp=1, cp=1)
-    assert data["runs"] == 81 and data["tables"] == [
+    assert data["runs"] == 86 and data["tables"] == [
         "LLM Foundry h100", "LLM Foundry h100-fp8", "LLM Foundry h100-large", "Megatron-Core r0.8.0",  # its 1.7B: DP only
-        "fms-fsdp H100"]
+        "Pax GPT H100 (JAX)", "fms-fsdp H100"]
     # the tables of other stacks count among the data-parallel runs on their GPUs, and so does Narayanan's 1.7B (DDP)
     data_a100 = trust.trust("a100-80gb", tp=1, pp=1, cp=1)
     assert {"torchtitan Llama 3 A100", "torchtitan Llama 2 A100", "fms-fsdp A100", "Pax GPT A100 (JAX)",
