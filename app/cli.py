@@ -260,9 +260,7 @@ def estimate_cmd(
     ]
     rows += [(f"memory: {role}", f"{value / gb:.1f} GB") for role, value in result["memory_per_gpu_bytes"].items()]
     rows.append(("fits", f"{'yes' if result['fits'] else 'NO'} ({result['gpu_memory_bytes'] / gb:.0f} GB per GPU)"))
-    from simulations.estimate.trust import sentence
-
-    rows.append(("how far to trust it", sentence(result["validation"])))
+    rows.append(("how far to trust it", result["validation"]["summary"]))
     for name, value in rows:
         table.add_row(name, value)
     Console().print(table)

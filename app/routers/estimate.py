@@ -112,6 +112,8 @@ class Validation(BaseModel):
     worst_error: float
     optimistic_share: float = Field(description="Share of those runs the estimate was too fast for")
     tables: list[str]
+    summary: str = Field(description="All of it in words: \"within ±x % (median y %) on N published ... runs on "
+                                     "GPU; too fast on z % of them\", as the CLI and the projected view print it")
 
 
 class EstimateResult(BaseModel):
@@ -153,7 +155,8 @@ class EstimateResult(BaseModel):
                                                    "over 1 + the allocator's fragmentation")
     fits: bool
     validation: Validation = Field(description="How far to trust it: the estimator's error on published runs of this "
-                                               "kind (same GPU, FSDP- or Megatron-style), from its validation tables")
+                                               "kind (same GPU; data parallelism alone, or TP, PP or CP), from its "
+                                               "validation tables")
     timeline: list[Span] | None = None
 
 

@@ -125,7 +125,8 @@ class Estimate:
             "usable_memory_bytes": self.cluster.gpu.usable_bytes / (1 + ALLOCATOR_FRAGMENTATION),
             "fits": self.fits,
             # the estimator's error on published runs of this kind (trust.py; the validation tests' own tables)
-            "validation": trust.trust(self.cluster.gpu.name, self.layout.tp, self.layout.pp, self.layout.zero_stage),
+            "validation": trust.trust(self.cluster.gpu.name, tp=self.layout.tp, pp=self.layout.pp,
+                                      cp=self.layout.cp),
         }
 
 

@@ -1,14 +1,21 @@
 """How far to trust an estimate: the estimator's error on published runs of the same kind.
 
 The errors are the validation tests' own (tests/unit/test_estimate_validation.py, test_estimate_heldout.py,
-test_estimate_other_stacks.py): every row they compare, its GPU, its kind of stack and its error, written to
+test_estimate_other_stacks.py): every row they compare, its GPU, its kind of layout and its error, written to
 validation.json next to this module by `python -m tests.unit.test_estimate_trust --write`, and checked by that
 test module to be what the tables give today (so a change to the model that moves an error fails until the
 file is regenerated). Nothing here is typed by hand.
 
-"Of the same kind": the same GPU model (A100, H100, ...) and the same kind of layout, FSDP-style (ZeRO-2/3 data
-parallelism with no tensor or pipeline parallelism) or Megatron-style (everything else); failing that, the same
-kind on any GPU.
+"Of the same kind": the same GPU model (A100, H100, ...; the A100's 40 and 80 GB together) and the same kind of
+layout: data-parallel (every GPU holds whole layers: TP = PP = CP = 1, with DDP, ZeRO-1/2/3, FSDP or HSDP; LLM
+Foundry, torchtitan's and fms-fsdp's 1D FSDP, Pax's FSDP and DP, Narayanan's 1.7B) or model-parallel (a layer or the
+model split by TP, PP or CP: Megatron-LM, NeMo, Megatron-DeepSpeed, Llama 3's 4D); failing that, the same kind on any
+GPU. These are the two things an estimate's inputs say that the errors depend on most: the GPU sets the kernels'
+rates, and the layout decides which costs dominate (whole-model matmuls, per-layer parameter gathers and gradient
+reductions with data parallelism alone; TP collectives, CP exchanges and the pipeline bubble otherwise). The ZeRO
+stage is not a third axis: it changes what is gathered, not what kind of step it is. The training stack itself is
+not an input, so it cannot pick the group; model size is not used either, since most groups would then hold a handful
+of runs.
 """
 
 from __future__ import annotations
@@ -21,8 +28,8 @@ from pathlib import Path
 VALIDATION = Path(__file__).with_name("validation.json")
 
 
-def layout_kind(tp: int, pp: int, zero_stage: int) -> str:
-    return "fsdp" if tp == 1 and pp == 1 and zero_stage >= 2 else "megatron"
+def layout_kind(tp: int, pp: int, cp: int) -> str:
+    return "data-parallel" if tp == pp == cp == 1 else "model-parallel"
 
 
 def gpu_family(gpu: str) -> str:
@@ -34,19 +41,21 @@ def published_rows() -> tuple[dict, ...]:
     return tuple(json.loads(VALIDATION.read_text())["rows"])
 
 
-def trust(gpu: str, tp: int, pp: int, zero_stage: int) -> dict:
+def trust(gpu: str, *, tp: int, pp: int, cp: int) -> dict:
     """The validation error on published runs like this one: how many, the median and worst |error|, the share
-    on which the estimate was too fast, and which runs (same GPU and kind, or same kind on any GPU)."""
-    kind = layout_kind(tp, pp, zero_stage)
+    on which the estimate was too fast, which runs (same GPU and kind, or same kind on any GPU), and all of it in
+    one sentence (`summary`, what the CLI, the API and the projected view print)."""
+    kind = layout_kind(tp, pp, cp)
     rows = [r for r in published_rows() if r["kind"] == kind and gpu_family(r["gpu"]) == gpu_family(gpu)]
-    scope = f"{kind}-style runs on {gpu_family(gpu).upper()}"
+    scope = f"{kind} runs on {gpu_family(gpu).upper()}"
     if not rows:
         rows = [r for r in published_rows() if r["kind"] == kind]
-        scope = f"{kind}-style runs on other GPUs (none published on {gpu_family(gpu).upper()})"
+        scope = f"{kind} runs on other GPUs (none published on {gpu_family(gpu).upper()})"
     errors = [abs(r["error"]) for r in rows]
-    return {"runs": len(rows), "scope": scope, "median_error": statistics.median(errors), "worst_error": max(errors),
-            "optimistic_share": sum(r["error"] > 0 for r in rows) / len(rows),
-            "tables": sorted({r["table"] for r in rows})}
+    found = {"runs": len(rows), "scope": scope, "median_error": statistics.median(errors), "worst_error": max(errors),
+             "optimistic_share": sum(r["error"] > 0 for r in rows) / len(rows),
+             "tables": sorted({r["table"] for r in rows})}
+    return {**found, "summary": sentence(found)}
 
 
 def sentence(t: dict) -> str:

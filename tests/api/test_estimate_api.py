@@ -22,7 +22,7 @@ def test_estimate_returns_the_model_and_the_chosen_layout(client):
     body = r.json()
     assert body["dp"] == 128 and body["micro_batches"] * body["micro_batch"] * body["dp"] == 2048
     assert body["fits"] is True and body["memory_per_gpu_bytes"]["total"] <= body["usable_memory_bytes"]
-    assert body["validation"]["runs"] > 0 and "megatron-style runs on H100" in body["validation"]["scope"]
+    assert body["validation"]["runs"] > 0 and "model-parallel runs on H100" in body["validation"]["scope"]
     assert body["tokens_per_s"] == pytest.approx(2048 * 8192 / body["step_time_s"])
 
 
@@ -115,6 +115,22 @@ def test_replay_times_a_live_pipeline_run_on_a_modelled_cluster(client):
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "stages"]
     other = client.get("/api/estimate/replay", params={"scenario": "no_such_run"})
     assert other.status_code == 422 and other.json()["detail"][0]["loc"] == ["query", "scenario"]
+
+
+def test_estimate_and_replay_say_how_far_to_trust_them(client):
+    """Every answer carries the estimator's error on published runs of its kind (validation.json, through
+    simulations.estimate.trust), in figures and in one sentence, and the response model declares them."""
+    from simulations.estimate import trust
+
+    fsdp = client.get("/api/estimate", params={"model": "llama3-8b", "gpu": "a100-80gb", "gpus": 64, "tp": 1,
+                                               "zero_stage": 3, "global_batch": 64}).json()["validation"]
+    assert fsdp == trust.trust("a100-80gb", tp=1, pp=1, cp=1)
+    assert fsdp["summary"].startswith(f"within ±{fsdp['worst_error']:.0%} (median {fsdp['median_error']:.0%}) "
+                                      f"on {fsdp['runs']} published data-parallel runs on A100")
+    replayed = client.get("/api/estimate/replay", params={"scenario": "pipeline", "stages": 4, "microbatches": 8})
+    assert "model-parallel runs on H100" in replayed.json()["validation"]["summary"]
+    declared = client.get("/openapi.json").json()["components"]["schemas"]["Validation"]["properties"]
+    assert {"runs", "median_error", "worst_error", "summary"} <= declared.keys()
 
 
 def _replay(client, **params):

@@ -84,6 +84,22 @@ def test_zero3_is_replayed_layer_by_layer_with_its_gathers(page, deck_url):
     assert gathers == 3 * 80 * 2  # Llama 3 70B: forward and backward gathers, a reduce-scatter; 2 micro-batches
 
 
+def test_the_projected_view_says_how_far_to_trust_it(page, deck_url):
+    """Under the timeline, the estimator's error on published runs of the same kind, as the replay answered it (its
+    own sentence where that fits one line, else the same figures said shorter), at reading size."""
+    answers = []
+    page.on("response", lambda r: answers.append(r) if "/api/estimate/replay?" in r.url else None)
+    svg = _replayed(page, deck_url, "zero3-on-a-cluster")
+    validation = answers[-1].json()["validation"]
+    caption = " ".join(page.locator(f"{svg} .projected-trust").all_text_contents()).replace("\u00a0", " ")
+    assert caption in (f"How far to trust it: {validation['summary']}",
+                       f"Error on {validation['runs']} published runs like this: median "
+                       f"{round(100 * validation['median_error'])} %, worst {round(100 * validation['worst_error'])} %")
+    px = page.evaluate(f"() => [...document.querySelectorAll('{svg} .projected-trust')].map(t => "
+                       "parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a)")
+    assert px and min(px) >= 16, px
+
+
 def test_tensor_parallel_is_replayed_with_its_collectives_exposed(page, deck_url):
     svg = _replayed(page, deck_url, "tp-on-a-cluster")
     assert page.locator(f"{svg} .span-tp").count() == 2 * 32 + 1  # per layer each way, and the embedding's

@@ -15,6 +15,7 @@ import pytest
 from simulations.estimate import trust
 from tests.unit import test_estimate_heldout as heldout
 from tests.unit import test_estimate_other_stacks as other
+from tests.unit import test_estimate_more_stacks as more_stacks
 from tests.unit import test_estimate_validation as validation
 
 
@@ -28,12 +29,13 @@ def _rows():
         "Megatron-Core r0.8.0": ("h100-80gb", heldout.megatron_rows()),
         "BLOOM-176B logs": ("a100-80gb", heldout.bloom_rows()),
         **{f"LLM Foundry {name}": (gpu, other.foundry_rows(name)) for name, (gpu, _) in other.TABLES.items()},
+        **{name: (None, more_stacks.table_rows(name)) for name in more_stacks.TABLES},
     }
     out = []
     for table, (gpu, rows) in tables.items():
         for name, _, _, _, error, e in rows:
             out.append({"table": table, "row": name, "gpu": e.cluster.gpu.name,
-                        "kind": trust.layout_kind(e.layout.tp, e.layout.pp, e.layout.zero_stage),
+                        "kind": trust.layout_kind(e.layout.tp, e.layout.pp, e.layout.cp),
                         "error": round(error, 4)})
     return out
 
@@ -44,14 +46,23 @@ def test_the_validation_file_is_what_the_tables_give():
 
 
 def test_trust_names_runs_of_the_same_kind():
-    fsdp = trust.trust("h100-80gb", tp=1, pp=1, zero_stage=3)
-    assert fsdp["runs"] == 77 and fsdp["tables"] == ["LLM Foundry h100", "LLM Foundry h100-fp8", "LLM Foundry h100-large"]
-    megatron = trust.trust("a100-80gb", tp=8, pp=4, zero_stage=1)
-    assert set(megatron["tables"]) == {"Narayanan SC'21 Table 1", "Korthikanti 2022 Table 5", "BLOOM-176B logs"}
-    b200 = trust.trust("b200", tp=8, pp=1, zero_stage=1)
+    """Same GPU and same kind of layout: data parallelism alone (any ZeRO stage), or TP, PP or CP."""
+    data = trust.trust("h100-80gb", tp=1, pp=1, cp=1)
+    assert data["runs"] == 86 and data["tables"] == [
+        "LLM Foundry h100", "LLM Foundry h100-fp8", "LLM Foundry h100-large", "Megatron-Core r0.8.0",  # its 1.7B: DP only
+        "Pax GPT H100 (JAX)", "fms-fsdp H100"]
+    # the tables of other stacks count among the data-parallel runs on their GPUs, and so does Narayanan's 1.7B (DDP)
+    data_a100 = trust.trust("a100-80gb", tp=1, pp=1, cp=1)
+    assert {"torchtitan Llama 3 A100", "torchtitan Llama 2 A100", "fms-fsdp A100", "Pax GPT A100 (JAX)",
+            "LLM Foundry a100-40gb", "Narayanan SC'21 Table 1"} <= set(data_a100["tables"])
+    model = trust.trust("a100-80gb", tp=8, pp=4, cp=1)
+    assert set(model["tables"]) == {"Narayanan SC'21 Table 1", "Korthikanti 2022 Table 5", "BLOOM-176B logs"}
+    context = trust.trust("h100-80gb", tp=1, pp=1, cp=2)  # context parallelism splits the sequence: model-parallel
+    assert "dgxc 24.11.1 llama3.1-8b" in context["tables"] and "fms-fsdp H100" not in context["tables"]
+    b200 = trust.trust("b200", tp=8, pp=1, cp=1)
     assert "none published on B200" in b200["scope"] and b200["runs"] > 0
-    assert 0 < fsdp["median_error"] <= fsdp["worst_error"]
-    assert "published fsdp-style runs on H100" in trust.sentence(fsdp)
+    assert 0 < data["median_error"] <= data["worst_error"]
+    assert data["summary"] == trust.sentence(data) and "published data-parallel runs on H100" in data["summary"]
 
 
 def test_overall_is_every_row_with_its_worst():

@@ -10,7 +10,8 @@
  *
  * Drawn for the pane it gets, as the other views are (its viewBox is the pane in slide pixels):
  * the title and figures wrap to the pane's width, lane labels and ticks stay at reading size, and a
- * span is named only where its name fits.
+ * span is named only where its name fits. A caption under the axis says how far to trust the estimate: its
+ * error on published runs of the same kind (the answer's `validation.summary`).
  */
 import { ms, value as count } from '../format.js'; // count: 1,024
 import { staticSite } from '../source.js';
@@ -160,6 +161,20 @@ function figures(est) {
     est.fits ? null : 'does not fit in memory'].filter(Boolean);
 }
 
+/**
+ * How far to trust the estimate, in lines that fit `width`: the estimator's own sentence (its error on published runs
+ * of this kind, from its validation tables), or, where that takes more than one line, the same figures said shorter.
+ */
+function trustCaption(validation, width) {
+  if (!validation?.summary) return [];
+  const percent = (x) => `${Math.round(100 * x)}\u00a0%`; // no-break spaces: a figure and its unit stay on one line
+  const candidates = [`How far to trust it: ${validation.summary}`,
+    `Error on ${count(validation.runs)} published runs like this: median\u00a0${percent(validation.median_error)}, `
+    + `worst\u00a0${percent(validation.worst_error)}`];
+  const wrapped = candidates.map((text) => wrap(text.split(' '), width, LABEL));
+  return wrapped.find((lines) => lines.length === 1) ?? wrapped.reduce((a, b) => (b.length < a.length ? b : a));
+}
+
 function draw(target, est, { width: W, height: H }) {
   const d3 = window.d3;
   target.selectAll('*').remove();
@@ -202,7 +217,11 @@ function draw(target, est, { width: W, height: H }) {
   const legendWidth = (i) => d3.sum(computeKinds, (k) => textWidth(LEGEND_NAMES[k][i], LABEL) + 34);
   const legendNames = legendWidth(0) <= W - 2 * PAD ? 0 : 1;
   const legend = computeKinds.length > 1 && legendWidth(legendNames) <= W - 2 * PAD;
-  const bottom = AXIS + (legend ? LEGEND : 0);
+  // How far to trust the estimate: its error on published runs of this kind (the API's validation summary,
+  // from the estimator's validation tables), in a caption under everything else.
+  const trust = trustCaption(est.validation, W - 2 * PAD);
+  const CAPTION = LABEL + 8; // a caption line's height: its descenders stay inside the pane
+  const bottom = AXIS + (legend ? LEGEND : 0) + trust.length * CAPTION + (trust.length ? 4 : 0);
 
   const left = PAD + d3.max(lanes, (l) => textWidth(l.label, LABEL)) + 12;
   const end = d3.max(spans, (s) => s.end) || est.step_time_s || 1;
@@ -255,6 +274,11 @@ function draw(target, est, { width: W, height: H }) {
       g.append('text').attr('class', 'legend-label').attr('x', 22).attr('y', 0).style('font-size', `${LABEL}px`).text(text);
     }
   }
+  const captionTop = axisY + AXIS + (legend ? LEGEND : 0);
+  trust.forEach((line, i) => {
+    target.append('text').attr('class', 'projected-trust').attr('data-keep', '').attr('x', PAD)
+      .attr('y', captionTop + i * CAPTION + LABEL).style('font-size', `${LABEL}px`).text(line);
+  });
   mark(target, { spans: spans.length, label: title(est) });
 }
 

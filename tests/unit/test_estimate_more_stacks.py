@@ -1,0 +1,264 @@
+"""The estimator against more published runs of stacks it was not built on: PyTorch FSDP2 (torchtitan), PyTorch FSDP
+(IBM's fms-fsdp) and JAX on GPUs (Pax), none of them Megatron or LLM Foundry (test_estimate_other_stacks.py).
+
+Each row is entered as a user would with `distdeck estimate` (simulations.estimate.build, the CLI's and the API's
+path), with what the source says the run ran; where a detail is not published, the comment beside it says what is
+assumed. Rows whose configuration the estimator cannot take are left out and named below, not approximated. Published:
+tokens per second per GPU; the error is the predicted throughput over the published one, minus one ("+": the estimator
+is too fast). Nothing here is fitted: the rows are only compared against.
+
+Table T1 and T2: pytorch/torchtitan, docs/performance.md at commit 7e76ecb ("update readme.md and performance.md",
+2024-04-22), "LLaMa 3 performance numbers" and "LLaMa 2 performance numbers": FSDP2 (1D: `fully_shard` over all 64
+GPUs, so ZeRO-3, TP = PP = 1) on 64 A100 80 GB, local batch 1 (Llama 3) or 2 (Llama 2), global batch = local × 64,
+no gradient accumulation. From the repository at that commit:
+- train_configs/llama3_8b.toml, llama3_70b.toml: sequence 8,192; llama2_13b.toml, llama2_70b.toml: 4,096;
+  `compile = false` (eager);
+- torchtitan/parallelisms/parallelize_llama.py: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), so
+  gradients are reduced in fp32; attention by torch's scaled_dot_product_attention, whose flash backend on A100 is
+  FlashAttention-2 (fa2);
+- "selective layer" activation checkpointing is `selective_ac_option` = an integer n, checkpointing every n-th
+  layer; the table does not say which n, so the default of config_manager.py at that commit (2, "checkpoint every
+  other layer") is taken: recompute "full" with recompute_every 2;
+- model shapes: Llama 3 8B / 70B as the presets (vocabulary 128,256 in torchtitan's tokenizer); Llama 2 13B
+  (40 layers, hidden 5,120, 40 heads, FFN 13,824) and 70B (80 layers, hidden 8,192, 64 heads, 8 KV heads, FFN
+  28,672), vocabulary 32,000 (torchtitan/models/llama/__init__.py at 7e76ecb).
+Not published: the cluster's network. Taken as the catalog's DGX A100 node (8 × 200 Gb/s).
+Left out: the three "selective op" rows (8B 2,973, 13B 1,904, 70B-at-batch-1 355 tokens/s): torchtitan's op-level
+policy saves every other matmul's output and recomputes the rest of the layer, which the estimator cannot take.
+
+Table T3 and T4: foundation-model-stack/fms-fsdp, README.md at commit cf6e42c ("update perf numbers",
+2024-02-27), "Training throughput benchmarks": IBM's FSDP (FSDP1, `limit_all_gathers`, bfSixteen mixed precision:
+bf16 parameters and bf16 gradient reduction, fms_fsdp/policies/mixed_precision.py and main_training.py at cf6e42c),
+SDPA FlashAttention-2, eager (compile came in May 2024), batch 2 per GPU, sequence 4,096 (config/training.py),
+global batch = 2 × GPUs. Llama 2 7B (HSDP: sharded within each 8-GPU node, replicated across nodes; no
+checkpointing), CodeLlama-shaped 34B (48 layers, hidden 8,192, 64 heads, 8 KV heads, FFN 22,016) and Llama 2 70B
+(FSDP over all GPUs, full checkpointing) (fms_fsdp/utils/config_utils.py); vocabulary 32,000. On 128 A100 80 GB
+and 96 H100 80 GB; the node networks, "400Gbps" for the A100 cluster and "800 Gbps" for the H100 one, are from the
+same README's later version (commit ed74fd5, which says the same scripts ran on both), taken as per node.
+Left out: the 13B row ("Selective AC" with the fraction of checkpointed blocks unpublished; fms-fsdp's
+`selective_checkpointing` takes any fraction) and the later version's rows with torch.compile (ed74fd5): the
+estimator has no input for eager against compiled.
+
+Table T5 and T6: NVIDIA/JAX-Toolbox, rosetta/rosetta/projects/pax/README.md at commit df7a5fe ("Update Pax README and
+sub file (#345)", 2023-10-26, container nvcr.io/nvidia/jax:23.10-paxml-py3), "A100 Results" and "H100 results": GPT
+126M, 5B and 175B on DGX A100 80 GB and DGX H100 nodes, in BF16 (XLA alone), TE BF16 and TE FP8 (Transformer
+Engine's layers, FP8 with its per-tensor delayed scaling: precision fp8). Published: "Sequences/Sec" of the whole
+run (1,877 sequences/s of 2,048 tokens for 126M on 64 GPUs is 60k tokens/s per GPU, 19 % MFU; read per GPU it would
+be 8 × the A100's peak), here divided by the GPUs. Configuration from google/paxml,
+paxml/contrib/gpu/scripts_gpu/configs.py at commit 39694a0 (merged 2023-10-26, the same week): GPT126M (12 layers,
+hidden 768, 12 heads, FFN 3,072, vocabulary 50,304) data-parallel over 64 GPUs, no rematerialisation (its layers
+are not repeated, so no checkpoint policy applies: paxml/tasks/lm/model_params.py); GPT5B (24 layers, hidden 4,096,
+32 heads, FFN 16,384) with policy SAVE_DOT_WITH_NO_BATCH_DIM, which in a transformer layer (every matmul has a batch
+dimension) saves nothing but the layer's input: full recomputation; GPT175B (96 layers, hidden 12,288, 96 heads, FFN
+49,152, vocabulary 50,257) with SAVE_NOTHING: full; both FSDP over all 256 GPUs (mesh [1, 8, 1] × [1, 32, 1]);
+sequence 2,048, GELU, batch per GPU 4, 8 and 6, no gradient accumulation. Pax's attention without Transformer
+Engine is a plain dot-product attention that XLA does not fuse into a flash kernel (entered as flash_attention off).
+Transformer Engine's attention is not fused either: its JAX layers fuse attention only with NVTE_FUSED_ATTN=1
+(transformer_engine/jax/flax/transformer.py of 2023 reads it with default "0"; so does praxis' TE helper), which
+nothing in JAX-Toolbox at df7a5fe sets. The estimator has no input for Transformer Engine's other fusions (layer
+norm with the GEMM, bias with GELU), so a TE BF16 row is entered as its BF16 row and the two differ only in what was
+published. Assumed: gradients reduced in fp32 (Pax keeps fp32 variables and casts to bf16 for the forward,
+FPROP_DTYPE); dropout left out (5B drops out only each layer's input, once; 126M and 175B have none).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from functools import cache
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import cli
+from simulations.estimate import build, estimate
+from tests.unit.test_estimate_validation import _report
+
+# layers, hidden, heads, KV heads, FFN hidden, vocabulary (Llama: SwiGLU, FlashAttention-2)
+LLAMA = {"llama3-8b": (32, 4096, 32, 8, 14336, 128256), "llama3-70b": (80, 8192, 64, 8, 28672, 128256),
+         "llama2-7b": (32, 4096, 32, 32, 11008, 32000), "llama2-13b": (40, 5120, 40, 40, 13824, 32000),
+         "llama2-34b": (48, 8192, 64, 8, 22016, 32000), "llama2-70b": (80, 8192, 64, 8, 28672, 32000)}
+
+# model, sequence, GPUs, micro-batch (= local batch), recompute, recompute_every, published tokens/s per GPU
+TORCHTITAN_LLAMA3_A100 = [  # T1: "LLaMa 3 performance numbers", 64 A100 80 GB
+    ("llama3-8b", 8192, 64, 1, "full", 2, 2876),  # selective layer
+    ("llama3-70b", 8192, 64, 1, "full", 1, 323),
+]
+TORCHTITAN_LLAMA2_A100 = [  # T2: "LLaMa 2 performance numbers", 64 A100 80 GB
+    ("llama2-13b", 4096, 64, 2, "none", 1, 2162),
+    ("llama2-13b", 4096, 64, 2, "full", 2, 1914),  # selective layer
+    ("llama2-70b", 4096, 64, 2, "full", 1, 353),
+]
+# model, sequence, GPUs, micro-batch, recompute, ZeRO-3 shard group (None: all GPUs), published tokens/s per GPU
+FMS_FSDP_A100 = [  # T3: "Training throughput, A100 80G 128 GPUs"
+    ("llama2-7b", 4096, 128, 2, "none", 8, 3650),
+    ("llama2-34b", 4096, 128, 2, "full", None, 700),
+    ("llama2-70b", 4096, 128, 2, "full", None, 370),
+]
+FMS_FSDP_H100 = [  # T4: "Training throughput, H100 96 GPUs"
+    ("llama2-7b", 4096, 96, 2, "none", 8, 7500),
+    ("llama2-34b", 4096, 96, 2, "full", None, 1550),
+    ("llama2-70b", 4096, 96, 2, "full", None, 800),
+]
+# GPT of Pax: layers, hidden, heads, vocabulary (MHA, FFN 4 × hidden with GELU, unfused attention)
+PAX_GPT = {"126m": (12, 768, 12, 50304), "5b": (24, 4096, 32, 50304), "175b": (96, 12288, 96, 50257)}
+# model, GPUs, batch per GPU, ZeRO stage (0: data parallel; 3: FSDP), recompute, software ("bf16": XLA alone;
+# "te": Transformer Engine in BF16; "te-fp8"), published sequences/s (whole run)
+PAX_A100 = [  # T5: "A100 Results"
+    ("126m", 64, 4, 0, "none", "bf16", 1877.20),
+    ("5b", 256, 8, 3, "full", "bf16", 465.45),
+    ("175b", 256, 6, 3, "full", "bf16", 18.29),
+    ("126m", 64, 4, 0, "none", "te", 2512.2),
+    ("5b", 256, 8, 3, "full", "te", 586.82),
+    ("175b", 256, 6, 3, "full", "te", 19.47),
+]
+PAX_H100 = [  # T6: "H100 results"
+    ("126m", 64, 4, 0, "none", "te", 4143.21),
+    ("5b", 256, 8, 3, "full", "te", 1066.67),
+    ("175b", 256, 6, 3, "full", "te", 44.01),
+    ("5b", 256, 8, 3, "full", "te-fp8", 1288.05),
+    ("175b", 256, 6, 3, "full", "te-fp8", 65.64),
+]
+
+
+def llama_estimate(model: str, seq: int, gpu: str, gpus: int, micro_batch: int, recompute: str, **software):
+    layers, hidden, heads, kv_heads, ffn, vocab = LLAMA[model]
+    spec, hw, layout = build("custom", layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn,
+                             vocab=vocab, seq_len=seq, gated_mlp=True, gpu=gpu, gpus=gpus, tp=1, pp=1, zero_stage=3,
+                             micro_batch=micro_batch, global_batch=micro_batch * gpus, recompute=recompute,
+                             attention_kernel="fa2", **software)
+    return estimate(spec, hw, layout)
+
+
+def torchtitan_name(model: str, micro_batch: int, recompute: str, every: int) -> str:
+    return f"{model[5:]} b{micro_batch}" + {"none": "", "full": " ac" if every == 1 else f" ac/{every}"}[recompute]
+
+
+def fms_fsdp_name(model: str, recompute: str, shards: int | None) -> str:
+    return f"{model[7:]}{' hsdp' if shards else ''}{' ac' if recompute == 'full' else ''}"
+
+
+def _row(name: str, gpus: int, published: float, e):
+    predicted = e.tokens_per_s / gpus
+    return name, gpus, published, predicted, predicted / published - 1, e
+
+
+def torchtitan_rows(table):
+    out = []
+    for model, seq, gpus, mb, recompute, every, published in table:
+        e = llama_estimate(model, seq, "a100-80gb", gpus, mb, recompute, recompute_every=every,
+                           grad_reduce_dtype="fp32")
+        out.append(_row(torchtitan_name(model, mb, recompute, every), gpus, published, e))
+    return out
+
+
+def fms_fsdp_rows(table, gpu: str, network_gbps: float):
+    out = []
+    for model, seq, gpus, mb, recompute, shards, published in table:
+        e = llama_estimate(model, seq, gpu, gpus, mb, recompute, zero_shards=shards, grad_reduce_dtype="bf16",
+                      network_gbps=network_gbps)
+        out.append(_row(fms_fsdp_name(model, recompute, shards), gpus, published, e))
+    return out
+
+
+def pax_rows(table, gpu: str):
+    out = []
+    for model, gpus, mb, zero, recompute, software, sequences in table:
+        layers, hidden, heads, vocab = PAX_GPT[model]
+        spec, hw, layout = build("custom", layers=layers, hidden=hidden, heads=heads, vocab=vocab, seq_len=2048,
+                                 flash_attention=False, gpu=gpu, gpus=gpus, tp=1, pp=1, zero_stage=zero,
+                                 micro_batch=mb, global_batch=mb * gpus, recompute=recompute, grad_reduce_dtype="fp32",
+                                 precision="fp8" if software == "te-fp8" else "bf16")
+        out.append(_row(pax_name(model, zero, recompute, software), gpus, sequences * 2048 / gpus,
+                        estimate(spec, hw, layout)))
+    return out
+
+
+def pax_name(model: str, zero: int, recompute: str, software: str) -> str:
+    return f"{model}{' fsdp' if zero == 3 else ' dp'}{' remat' if recompute == 'full' else ''} {software}"
+
+
+# table -> (its rows, entered; the rows' names, known before anything is estimated)
+TABLES = {
+    "torchtitan Llama 3 A100": (lambda: torchtitan_rows(TORCHTITAN_LLAMA3_A100),
+                               [torchtitan_name(m, b, r, n) for m, _, _, b, r, n, _ in TORCHTITAN_LLAMA3_A100]),
+    "torchtitan Llama 2 A100": (lambda: torchtitan_rows(TORCHTITAN_LLAMA2_A100),
+                               [torchtitan_name(m, b, r, n) for m, _, _, b, r, n, _ in TORCHTITAN_LLAMA2_A100]),
+    "fms-fsdp A100": (lambda: fms_fsdp_rows(FMS_FSDP_A100, "a100-80gb", 400),
+                      [fms_fsdp_name(m, r, s) for m, _, _, _, r, s, _ in FMS_FSDP_A100]),
+    "fms-fsdp H100": (lambda: fms_fsdp_rows(FMS_FSDP_H100, "h100-80gb", 800),
+                      [fms_fsdp_name(m, r, s) for m, _, _, _, r, s, _ in FMS_FSDP_H100]),
+    "Pax GPT A100 (JAX)": (lambda: pax_rows(PAX_A100, "a100-80gb"),
+                           [pax_name(m, z, r, w) for m, _, _, z, r, w, _ in PAX_A100]),
+    "Pax GPT H100 (JAX)": (lambda: pax_rows(PAX_H100, "h100-80gb"),
+                           [pax_name(m, z, r, w) for m, _, _, z, r, w, _ in PAX_H100]),
+}
+
+
+@cache
+def table_rows(table: str):
+    return TABLES[table][0]()
+
+
+# Median and worst |error| measured when the tables were entered (main's model at 414c78a; `-s` prints the rows).
+MEASURED = {"torchtitan Llama 3 A100": (0.138, 0.160), "torchtitan Llama 2 A100": (0.157, 0.188),
+            "fms-fsdp A100": (0.110, 0.275), "fms-fsdp H100": (0.395, 0.673), "Pax GPT A100 (JAX)": (0.161, 0.702),
+            "Pax GPT H100 (JAX)": (0.459, 0.734)}
+
+# Rows beyond the issue's per-row target (25 %), as measured then; the xfail is not strict, so a model that gets them
+# right passes them.
+OVER_25 = {("fms-fsdp A100", "7b hsdp"): "+27.5 %", ("fms-fsdp H100", "7b hsdp"): "+67.3 %",
+           ("fms-fsdp H100", "34b ac"): "+39.5 %", ("fms-fsdp H100", "70b ac"): "+35.2 %",
+           ("Pax GPT A100 (JAX)", "126m dp bf16"): "+70.2 %", ("Pax GPT A100 (JAX)", "5b fsdp remat bf16"): "+27.6 %",
+           ("Pax GPT A100 (JAX)", "126m dp te"): "+27.2 %", ("Pax GPT H100 (JAX)", "126m dp te"): "+51.9 %",
+           ("Pax GPT H100 (JAX)", "5b fsdp remat te"): "+45.9 %", ("Pax GPT H100 (JAX)", "175b fsdp remat te"): "+25.7 %",
+           ("Pax GPT H100 (JAX)", "5b fsdp remat te-fp8"): "+73.4 %",
+           ("Pax GPT H100 (JAX)", "175b fsdp remat te-fp8"): "+42.3 %"}
+
+
+def _row_params():
+    for table, (_, names) in TABLES.items():
+        for name in names:
+            measured = OVER_25.get((table, name))
+            marks = [pytest.mark.xfail(reason=f"measured {measured} (target 25 %)", strict=False)] if measured else []
+            yield pytest.param(table, name, marks=marks, id=f"{table}: {name}")
+
+
+@pytest.mark.parametrize(("table", "name"), list(_row_params()))
+def test_each_published_run_within_25_percent_and_fits(table, name):
+    """The issue's per-row target: every row within 25 %, and a run that ran is predicted to fit."""
+    row = next(r for r in table_rows(table) if r[0] == name)
+    assert row[5].fits, f"{name} ran but is predicted not to fit: {row[5].memory_per_gpu_bytes['total'] / 1e9:.1f} GB"
+    assert abs(row[4]) <= 0.25, f"{name}: {row[4]:+.1%}"
+
+
+@pytest.mark.parametrize("table", list(TABLES))
+def test_published_throughput_by_table(table):
+    """No worse than measured (a point of median, two of worst, for rounding); the issue's target (median 10 %,
+    every row 25 %, every run that ran predicted to fit) is reported as an xfail where it is not met."""
+    rows = table_rows(table)
+    errors = _report(f"{table} (tokens/s per GPU)", rows, "tok/s")
+    median, worst = statistics.median(errors), max(errors)
+    assert median <= MEASURED[table][0] + 0.01 and worst <= MEASURED[table][1] + 0.02, (median, worst)
+    refused = [r[0] for r in rows if not r[5].fits]
+    if not (median <= 0.10 and worst <= 0.25) or refused:
+        pytest.xfail(f"{table}: median {median:.1%}, worst {worst:.1%} (target 10 % / 25 %); "
+                     f"predicted not to fit: {refused or 'none'}")
+
+
+def test_a_row_typed_into_distdeck_estimate_is_the_rows_estimate():
+    """The rows go in through the CLI's path: torchtitan's Llama 2 13B row (no checkpointing) typed as a user would
+    gives the same throughput, and the table says how far to trust it from runs of the same kind (A100, data-parallel),
+    these tables among them."""
+    flags = ["estimate", "--model", "custom", "--layers", "40", "--hidden", "5120", "--heads", "40", "--ffn-hidden",
+             "13824", "--vocab", "32000", "--seq-len", "4096", "--gated-mlp", "--gpu", "a100-80gb", "--gpus", "64",
+             "--tp", "1", "--zero-stage", "3", "--micro-batch", "2", "--global-batch", "128", "--recompute", "none",
+             "--attention-kernel", "fa2", "--grad-reduce-dtype", "fp32"]
+    typed = CliRunner().invoke(cli, [*flags, "--json"])
+    assert typed.exit_code == 0, typed.output
+    answer = json.loads(typed.output)
+    row = next(r for r in table_rows("torchtitan Llama 2 A100") if r[0] == "2-13b b2")
+    assert answer["tokens_per_s"] / 64 == pytest.approx(row[3], rel=1e-9)
+    assert "torchtitan Llama 2 A100" in answer["validation"]["tables"]
+    table = CliRunner().invoke(cli, flags, env={"COLUMNS": "240"})  # rich: one line a row
+    assert "how far to trust it" in table.output and answer["validation"]["summary"] in table.output.replace("\n", " ")
