@@ -330,6 +330,16 @@ def test_a_published_run_can_be_described_through_the_api_alone(client):
     assert fp32["comm_bytes_per_gpu"]["dp"] == pytest.approx(2 * r.json()["comm_bytes_per_gpu"]["dp"])
     bad = client.get("/api/estimate", params={**query, "grad_reduce_dtype": "fp16"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "grad_reduce_dtype"]
+    bf16_adam = client.get("/api/estimate", params={**query, "optimizer_dtype": "bf16"}).json()
+    assert bf16_adam["memory_per_gpu_bytes"]["optimizer"] == pytest.approx(
+        r.json()["memory_per_gpu_bytes"]["optimizer"] / 2)
+    one_stage = {**query, "pp": 1}  # the logits are the last stage's; with one stage they are on every GPU
+    fp32_loss = client.get("/api/estimate", params=one_stage).json()["memory_per_gpu_bytes"]["activations"]
+    fused = client.get("/api/estimate", params={**one_stage, "cross_entropy": "fused"}).json()
+    assert fused["memory_per_gpu_bytes"]["activations"] < fp32_loss
+    for field in ("optimizer_dtype", "cross_entropy"):
+        bad = client.get("/api/estimate", params={**query, field: "fp16"})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", field]
 
 
 def test_attention_kernel_and_network_bandwidth_can_be_set(client):
