@@ -20,8 +20,9 @@ from simulations.hardware import Cluster
 OPTIMIZER_BYTES = {"fp32": 12, "bf16": 6}
 # The loss's bytes a logit at its peak, this rank's vocabulary share. "fp32": Megatron-LM's vocab-parallel cross
 # entropy takes logits.float() and keeps its softmax in that fp32 copy for backward, beside the bf16 logits the output
-# layer wrote (tensor_parallel/cross_entropy.py; torch's cross_entropy under autocast keeps an fp32 log-softmax
-# likewise): 2 + 4. "fused": flash-attn's xentropy kernel (flash_attn/losses/cross_entropy.py, LLM Foundry's default
+# layer wrote (tensor_parallel/cross_entropy.py, calculate_logits_max; its --cross-entropy-loss-fusion variant,
+# fusions/fused_cross_entropy.py, saves the same fp32 softmax; torch's cross_entropy on logits.float(), as torchtitan
+# computes its loss, keeps an fp32 log-softmax likewise): 2 + 4. "fused": flash-attn's xentropy kernel (flash_attn/losses/cross_entropy.py, LLM Foundry's default
 # loss_fn) saves the bf16 logits and one fp32 log-sum-exp a token, and its backward writes a bf16 gradient: 2 + 2.
 LOGIT_BYTES = {"fp32": BF16 + 4, "fused": BF16 + BF16}
 FP32 = 4
@@ -143,12 +144,16 @@ def layer_activation_bytes_per_token(model: Model) -> float:
     (K and V of the key/value heads only), the attention output, the MLP's input, 2 bytes an element; the MLP's
     activations (GeLU: its input and output, 2·f each; SwiGLU: gate, up and their product, 3·f; the routed
     experts' top_k copies); a 1-byte dropout mask after attention and after the MLP. A GPT-3 layer (MHA,
-    GeLU of 4h, dropout) comes to their 34·h."""
+    GeLU of 4h, dropout) comes to their 34·h. A fused attention kernel also keeps the softmax's log-sum-exp, one
+    fp32 a head (FlashAttention-2's softmax_lse, [batch, heads, sequence], saved with Q, K, V and O for its
+    backward); never the scores. A layer's output is not counted: it is the next layer's input, and a stage's last
+    one is sent on and freed (Megatron-LM's deallocate_pipeline_outputs keeps only its grad_fn)."""
     h, kv = model.hidden, model.kv_heads * model.head_dim
     f = model.ffn_hidden * (model.top_k if model.experts else 1)
     mlp = (6 if model.gated_mlp else 4) * f
     masks = 2 * h if model.dropout else 0
-    return 2 * (6 * h + 2 * kv) + mlp + masks
+    log_sum_exp = 4 * model.heads if model.flash_attention else 0
+    return 2 * (6 * h + 2 * kv) + mlp + masks + log_sum_exp
 
 
 def layer_activation_bytes(model: Model, layout: Layout, micro_batch: int, recompute: str) -> float:
