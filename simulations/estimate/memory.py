@@ -173,7 +173,11 @@ def layer_activation_bytes(model: Model, layout: Layout, micro_batch: int, recom
 
 
 def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
-    """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations."""
+    """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations.
+
+    The input embedding's gradient, a dense [V/t, h] table (torch's embedding_dense_backward), is not counted: it
+    is written at the end of a micro-batch's backward, once that micro-batch's layers have freed their activations,
+    so it stays below the peak the in-flight activations set."""
     dp = layout.dp(cluster.gpus)
     t, p, c = layout.tp, layout.pp, layout.cp
     recompute = layout.recompute
