@@ -72,7 +72,9 @@ def model_states(model: Model, layout: Layout, stage: int, dpc: int) -> dict[str
     Gradients are kept in the dtype they are reduced in: Megatron-LM accumulates them in an fp32 main_grad buffer
     when it reduces in fp32 (--accumulate-allreduce-grads-in-fp32, forced with bf16), so its distributed optimizer
     holds 6 + 12/N bytes a parameter (docs/source/api-guide/distrib_optimizer.md, "bf16 param, fp32 grads"); in
-    bf16 (NeMo's grad_sync_dtype: bf16) 4 + 12/N. Under ZeRO-3, as PyTorch's FSDP runs it with mixed precision, the
+    bf16 (NeMo's grad_sync_dtype: bf16) 4 + 12/N. Its collectives need no other buffers: Megatron-core's
+    ParamAndGradBuffer reduce-scatters each bucket in place (the output is the rank's shard, a view of the gradient
+    buffer) and all-gathers the updated shards straight into the contiguous bf16 parameter buffer. Under ZeRO-3, as PyTorch's FSDP runs it with mixed precision, the
     sharded parameters are the fp32 master weights themselves (counted in the optimizer's 12 bytes; FSDP's
     MixedPrecision: param_dtype is the unsharded parameters' dtype in forward and backward, the shards stay in full
     precision), and the reduced gradient shard is cast to that fp32 (FSDP1's _cast_grad_to_param_dtype; FSDP2 keeps
