@@ -199,6 +199,12 @@ def estimate_cmd(
     network_gbps: Annotated[float | None, typer.Option(
         help="Network bandwidth leaving one node, all NICs together, Gb/s (default: the GPU's DGX node).",
         show_default=False)] = None,
+    optimizer_dtype: Annotated[str, typer.Option(
+        help="Adam's state: fp32 (master weights, m, v: 12 bytes a parameter) or bf16 (Apex's distributed Adam "
+             "with dtype bf16: 6).")] = "fp32",
+    cross_entropy: Annotated[str, typer.Option(
+        help="The loss: fp32 (an fp32 softmax beside the bf16 logits, Megatron-LM, torch) or fused (flash-attn's "
+             "fused cross entropy, LLM Foundry).")] = "fp32",
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
     search: Annotated[bool, typer.Option(
         "--search", help="Search the layouts instead (TP, PP, CP, EP, ZeRO or HSDP, schedule, micro-batch; the layout "
@@ -221,7 +227,8 @@ def estimate_cmd(
             overlap_param_gather=overlap_param_gather, overlap_tp_comm=overlap_tp_comm,
             overlap_p2p_comm=overlap_p2p_comm, grad_accumulation_fusion=grad_accumulation_fusion,
             grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
-            recompute_every=recompute_every, network_gbps=network_gbps, check_layout=not search)
+            recompute_every=recompute_every, network_gbps=network_gbps, optimizer_dtype=optimizer_dtype,
+            cross_entropy=cross_entropy, check_layout=not search)
         if search:
             found = [e.as_dict() for e in est.search(spec, cluster, layout, top=top)]
         else:

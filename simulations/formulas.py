@@ -61,7 +61,8 @@ def sharded_roles(zero_stage: int) -> set[str]:
 
 
 def model_state_bytes(psi: float, precision: Precision = "bf16", zero_stage: int = 0, ranks: int = 1,
-                      cpu_offload: bool = False, fp32_grad_accumulation: bool = False) -> dict[str, float]:
+                      cpu_offload: bool = False, fp32_grad_accumulation: bool = False,
+                      grad_bytes: float | None = None, optimizer_bytes: float | None = None) -> dict[str, float]:
     """Bytes of parameters, gradients and optimizer states on each rank's device.
 
     REFERENCE.md's table, for Ψ = `psi` parameters and N = `ranks`:
@@ -70,12 +71,20 @@ def model_state_bytes(psi: float, precision: Precision = "bf16", zero_stage: int
     master copy of the parameters the step updates) live in host memory: see `host_bytes`.
     `fp32_grad_accumulation` adds the Playbook's fp32 gradient buffer, +4Ψ (sharded like the
     gradients): 1B → 20 GB instead of 16 GB.
+    `grad_bytes` / `optimizer_bytes` replace the precision's bytes a parameter for the gradients and for the
+    optimizer states where a stack keeps other dtypes: Megatron-LM's gradient buffer in fp32 (4; its
+    distributed optimizer then holds 6 + 12/N bytes a parameter, docs/source/api-guide/distrib_optimizer.md), or
+    Apex's DistributedFusedAdam with a bf16 state (a bf16 copy of the parameters, m and v: 6).
     """
     if ranks < 1:
         raise ValueError(f"ranks must be ≥ 1, got {ranks}")
     sharded = sharded_roles(zero_stage)
-    per_rank = {role: k * psi / (ranks if role in sharded else 1)
-                for role, k in bytes_per_parameter(precision).items()}
+    per_param = bytes_per_parameter(precision)
+    if grad_bytes is not None:
+        per_param["gradients"] = grad_bytes
+    if optimizer_bytes is not None:
+        per_param["optimizer"] = optimizer_bytes
+    per_rank = {role: k * psi / (ranks if role in sharded else 1) for role, k in per_param.items()}
     if fp32_grad_accumulation:
         per_rank["gradients"] += 4 * psi / (ranks if "gradients" in sharded else 1)
     if cpu_offload:

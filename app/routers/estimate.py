@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app import estimate_math
 from simulations import estimate as est
 from simulations.estimate.kernels import AttentionKernel
-from simulations.estimate.layout import CPComm, Precision, Recompute, Schedule
+from simulations.estimate.layout import CPComm, CrossEntropy, OptimizerDtype, Precision, Recompute, Schedule
 from simulations.estimate.timeline import span_count
 
 router = APIRouter(prefix="/api", tags=["estimate"])
@@ -85,6 +85,10 @@ class EstimateParams(BaseModel):
                                  "N, the others keep their activations (partial activation checkpointing)")
     network_gbps: float | None = Field(None, ge=1, le=1e6, description="Network bandwidth leaving one node, all its "
                                        "NICs together, Gb/s; default: the GPU's DGX node")
+    optimizer_dtype: OptimizerDtype = Field("fp32", description="Adam's state: fp32 master weights, m and "
+                                                     "v (12 bytes a parameter), or bf16 (Apex's distributed Adam: 6)")
+    cross_entropy: CrossEntropy = Field("fp32", description="The loss: an fp32 softmax beside the bf16 "
+                                                    "logits (Megatron-LM, torch), or fused (flash-attn's kernel)")
 
 
 class EstimateQuery(EstimateParams):

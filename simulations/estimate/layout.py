@@ -24,6 +24,11 @@ CP_COMMS = get_args(CPComm)
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
 PRECISIONS = get_args(Precision)
+# What the optimizer keeps and how the loss is computed (memory.py says what each holds)
+OptimizerDtype = Literal["fp32", "bf16"]
+CrossEntropy = Literal["fp32", "fused"]
+OPTIMIZER_DTYPES = get_args(OptimizerDtype)
+CROSS_ENTROPIES = get_args(CrossEntropy)
 SCHEDULES = get_args(Schedule)
 
 
@@ -76,6 +81,14 @@ class Layout:
     # With recompute "full": one layer in every n recomputed, the others keeping their activations (torchtitan's
     # activation_checkpoint mode "selective" with selective_ac_option "n"; Megatron-LM's --recompute-num-layers).
     recompute_every: int = 1
+    # Adam's state: fp32 master weights, momentum and variance (12 bytes a parameter: Megatron-LM, DeepSpeed, FSDP),
+    # or bf16 (6: Apex's DistributedFusedAdam with dtype bf16, a bf16 copy of its parameter shard and bf16 m and v,
+    # as NeMo's Nemotron-4 340B recipe sets optim.dtype: bf16).
+    optimizer_dtype: OptimizerDtype = "fp32"
+    # The loss over the vocabulary: "fp32" keeps an fp32 softmax beside the bf16 logits (Megatron-LM's vocab-parallel
+    # cross entropy on logits.float(); torch's cross_entropy under autocast): 6 bytes a logit; "fused" (flash-attn's
+    # xentropy kernel, LLM Foundry's default loss_fn) keeps the bf16 logits and writes a bf16 gradient: 4.
+    cross_entropy: CrossEntropy = "fp32"
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)
@@ -109,6 +122,7 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         raise LayoutError("precision", f"must be bf16 or fp8, got {layout.precision!r}")
     if layout.precision == "fp8" and not cluster.gpu.fp8_flops:
         raise LayoutError("precision", f"fp8 needs FP8 tensor cores (H100, H200, B200); {cluster.gpu.title} has none")
+    check_state_dtypes(layout)
     if layout.attention_kernel not in ATTENTION_KERNELS:
         raise LayoutError("attention_kernel", f"must be one of {', '.join(ATTENTION_KERNELS)}, "
                                               f"got {layout.attention_kernel!r}")
@@ -146,6 +160,14 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
             raise LayoutError("virtual_stages", f"pp·virtual_stages must be at most the layers + 2 "
                                                 f"({model.layers + 2}: one layer a chunk, the embedding and the output "
                                                 f"in chunks of their own), got {p}·{v}")
+
+
+def check_state_dtypes(layout: Layout) -> None:
+    """The optimizer's state dtype and the loss's are one of those memory.py knows."""
+    if layout.optimizer_dtype not in OPTIMIZER_DTYPES:
+        raise LayoutError("optimizer_dtype", f"must be {' or '.join(OPTIMIZER_DTYPES)}, got {layout.optimizer_dtype!r}")
+    if layout.cross_entropy not in CROSS_ENTROPIES:
+        raise LayoutError("cross_entropy", f"must be {' or '.join(CROSS_ENTROPIES)}, got {layout.cross_entropy!r}")
 
 
 def check_zero_shards(layout: Layout, dpc: int) -> None:

@@ -1,6 +1,7 @@
 """What one GPU holds during a step: its parameters' share (by TP, PP, EP and the ZeRO shards), the model states
-by ZeRO stage (simulations.formulas), and the activations each schedule keeps in flight (Korthikanti et al.
-2022's per-layer count with this model's own tensors). `Estimate.fits` compares the total, with the allocator's
+by ZeRO stage (simulations.formulas) in the dtypes the stack keeps them in, what FSDP gathers on the way, and the
+activations each schedule keeps in flight (Korthikanti et al. 2022's per-layer count with this model's own tensors)
+with the loss's logits on the last stage. `Estimate.fits` compares the total, with the allocator's
 fragmentation, with what a process can allocate (simulations.hardware).
 """
 
@@ -12,6 +13,19 @@ from simulations import formulas
 from simulations.estimate.layout import Layout, kv_heads_per_tp_rank
 from simulations.estimate.models import BF16, Model
 from simulations.hardware import Cluster
+
+# Adam's state, bytes a parameter: fp32 master weights, momentum and variance (ZeRO, arXiv:1910.02054); or Apex's
+# DistributedFusedAdam with dtype bf16 ("datatype for optimizer state"), whose store_params (default True) keeps a
+# copy of the parameter shard in that dtype beside m and v (apex/contrib/optimizers/distributed_fused_adam.py).
+OPTIMIZER_BYTES = {"fp32": 12, "bf16": 6}
+# The loss's bytes a logit at its peak, this rank's vocabulary share. "fp32": Megatron-LM's vocab-parallel cross
+# entropy takes logits.float() and keeps its softmax in that fp32 copy for backward, beside the bf16 logits the output
+# layer wrote (tensor_parallel/cross_entropy.py, calculate_logits_max; its --cross-entropy-loss-fusion variant,
+# fusions/fused_cross_entropy.py, saves the same fp32 softmax; torch's cross_entropy on logits.float(), as torchtitan
+# computes its loss, keeps an fp32 log-softmax likewise): 2 + 4. "fused": flash-attn's xentropy kernel (flash_attn/losses/cross_entropy.py, LLM Foundry's default
+# loss_fn) saves the bf16 logits and one fp32 log-sum-exp a token, and its backward writes a bf16 gradient: 2 + 2.
+LOGIT_BYTES = {"fp32": BF16 + 4, "fused": BF16 + BF16}
+FP32 = 4
 
 
 def layer_param_split(model: Model, layout: Layout) -> tuple[float, float]:
@@ -49,6 +63,46 @@ def shard_ranks(layout: Layout, dpc: int) -> tuple[int, int]:
     sharded: the dense over DP·CP (hybrid sharded: `zero_shards` of them); a mixture of experts' expert weights
     over their expert-data-parallel group, dp·cp/ep ranks."""
     return layout.zero_shards or dpc, dpc // layout.ep
+
+
+def model_states(model: Model, layout: Layout, stage: int, dpc: int) -> dict[str, float]:
+    """Parameters, gradients and optimizer states one GPU of `stage` holds during backward, by ZeRO stage
+    (formulas.model_state_bytes), the dense and the expert weights each sharded over their own replicas.
+
+    Gradients are kept in the dtype they are reduced in: Megatron-LM accumulates them in an fp32 main_grad buffer
+    when it reduces in fp32 (--accumulate-allreduce-grads-in-fp32, forced with bf16), so its distributed optimizer
+    holds 6 + 12/N bytes a parameter (docs/source/api-guide/distrib_optimizer.md, "bf16 param, fp32 grads"); in
+    bf16 (NeMo's grad_sync_dtype: bf16) 4 + 12/N. Its collectives need no other buffers: Megatron-core's
+    ParamAndGradBuffer reduce-scatters each bucket in place (the output is the rank's shard, a view of the gradient
+    buffer) and all-gathers the updated shards straight into the contiguous bf16 parameter buffer. Under ZeRO-3, as PyTorch's FSDP runs it with mixed precision, the
+    sharded parameters are the fp32 master weights themselves (counted in the optimizer's 12 bytes; FSDP's
+    MixedPrecision: param_dtype is the unsharded parameters' dtype in forward and backward, the shards stay in full
+    precision), and the reduced gradient shard is cast to that fp32 (FSDP1's _cast_grad_to_param_dtype; FSDP2 keeps
+    it in the sharded parameter's dtype): 16/N bytes a parameter in all, no bf16 shard. At the start of backward it
+    also holds:
+    - two units' (layers') gathered bf16 parameters, the one computing and the one prefetched (FSDP's rate limiter,
+      limit_all_gathers, on by default since pytorch#104900, keeps two all-gathers in flight; PyTorch's FSDP notes,
+      "FSDP Prefetch Nuances");
+    - that unit's unsharded bf16 gradient and, when gradients are reduced in fp32, its fp32 copy for the
+      reduce-scatter (FSDP's _post_backward_hook casts flat_param.grad to the reduce dtype before _reduce_grad);
+    - the root unit's parameters, the embedding and the output layer, gathered from forward to backward (FSDP does
+      not reshard the root after forward: fully_shard's reshard_after_forward, "the root FSDP state has its value
+      specially set to False"; FSDP1's _post_forward_reshard skips the root too)."""
+    states: dict[str, float] = {}
+    fsdp = layout.zero_stage == 3
+    reduce_bytes, optimizer_bytes = layout.grad_reduce_bytes, OPTIMIZER_BYTES[layout.optimizer_dtype]
+    for params, ranks in zip(stage_param_split(model, layout, stage), shard_ranks(layout, dpc)):
+        for role, nbytes in formulas.model_state_bytes(params, "bf16", layout.zero_stage, ranks,
+                                                       grad_bytes=FP32 if fsdp else reduce_bytes,
+                                                       optimizer_bytes=optimizer_bytes).items():
+            states[role] = states.get(role, 0.0) + nbytes
+    if fsdp:
+        unit = layer_params_local(model, layout)
+        states["parameters"] = 2 * BF16 * unit
+        states["gradients"] += unit * (BF16 + (reduce_bytes if reduce_bytes != BF16 else 0))
+        root = ((stage == 0) + (stage == layout.pp - 1)) * model.vocab * model.hidden / layout.tp
+        states["parameters"] += BF16 * root * (1 - 1 / shard_ranks(layout, dpc)[0])
+    return states
 
 
 def chunk_layers(layers: int, p: int, v: int) -> list[int]:
@@ -92,12 +146,16 @@ def layer_activation_bytes_per_token(model: Model) -> float:
     (K and V of the key/value heads only), the attention output, the MLP's input, 2 bytes an element; the MLP's
     activations (GeLU: its input and output, 2·f each; SwiGLU: gate, up and their product, 3·f; the routed
     experts' top_k copies); a 1-byte dropout mask after attention and after the MLP. A GPT-3 layer (MHA,
-    GeLU of 4h, dropout) comes to their 34·h."""
+    GeLU of 4h, dropout) comes to their 34·h. A fused attention kernel also keeps the softmax's log-sum-exp, one
+    fp32 a head (FlashAttention-2's softmax_lse, [batch, heads, sequence], saved with Q, K, V and O for its
+    backward); never the scores. A layer's output is not counted: it is the next layer's input, and a stage's last
+    one is sent on and freed (Megatron-LM's deallocate_pipeline_outputs keeps only its grad_fn)."""
     h, kv = model.hidden, model.kv_heads * model.head_dim
     f = model.ffn_hidden * (model.top_k if model.experts else 1)
     mlp = (6 if model.gated_mlp else 4) * f
     masks = 2 * h if model.dropout else 0
-    return 2 * (6 * h + 2 * kv) + mlp + masks
+    log_sum_exp = 4 * model.heads if model.flash_attention else 0
+    return 2 * (6 * h + 2 * kv) + mlp + masks + log_sum_exp
 
 
 def layer_activation_bytes(model: Model, layout: Layout, micro_batch: int, recompute: str) -> float:
@@ -117,7 +175,11 @@ def layer_activation_bytes(model: Model, layout: Layout, micro_batch: int, recom
 
 
 def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int, v: int) -> dict[str, float]:
-    """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations."""
+    """Bytes per GPU by role on the busiest stage (first or last), formulas' model states and activations.
+
+    The input embedding's gradient, a dense [V/t, h] table (torch's embedding_dense_backward), is not counted: it
+    is written at the end of a micro-batch's backward, once that micro-batch's layers have freed their activations,
+    so it stays below the peak the in-flight activations set."""
     dp = layout.dp(cluster.gpus)
     t, p, c = layout.tp, layout.pp, layout.cp
     recompute = layout.recompute
@@ -136,10 +198,7 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
     # the first and last stages hold the embedding and the output; with Llama 3's placement the second holds a
     # layer more than the first (its first chunk is the embedding's)
     for stage in {0, min(1, p - 1), p - 1}:
-        states: dict[str, float] = {}  # dense and expert weights, each sharded over its own replicas
-        for params, ranks in zip(stage_param_split(model, layout, stage), shard_ranks(layout, dp * c)):
-            for role, nbytes in formulas.model_state_bytes(params, "bf16", layout.zero_stage, ranks).items():
-                states[role] = states.get(role, 0.0) + nbytes
+        states = model_states(model, layout, stage, dp * c)
         layers = sum(chunks[stage::p])  # the stage's chunks (Llama 3's placement: the first holds no layer)
         if layout.schedule == "interleaved_1f1b" and v > 1 and m >= p:
             acts = per_layer * interleaved_layers_in_flight(chunks, p, v, m, stage)
@@ -150,10 +209,8 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
         if recompute == "full":  # the layer being replayed holds its whole activations for a moment
             acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
                                                         t, "selective", layout.sequence_parallel)
-        if stage == p - 1:  # logits in bf16 and their fp32 softmax, this rank's vocabulary share
-            acts += micro_batch * model.seq_len / c * model.vocab / t * (BF16 + 4)
-        if layout.zero_stage == 3:  # the gathered layer and the one prefetched
-            states["parameters"] += 2 * BF16 * layer_params_local(model, layout)
+        if stage == p - 1:  # the logits, this rank's vocabulary share, and what the loss keeps beside them
+            acts += micro_batch * model.seq_len / c * model.vocab / t * LOGIT_BYTES[layout.cross_entropy]
         roles = {**states, "activations": acts}
         roles["total"] = sum(roles.values())
         if best is None or roles["total"] > best["total"]:

@@ -1,8 +1,8 @@
 """Planted bugs in the cluster estimator (simulations/estimate/), each of which its tests must catch.
 
 The estimator's checks are the hand-computed cases of tests/unit/test_estimate.py, the invariants of
-tests/unit/test_estimate_invariants.py, and the published training runs of tests/unit/test_estimate_validation.py
-and tests/unit/test_estimate_other_stacks.py; none shares the cost model's code. Each
+tests/unit/test_estimate_invariants.py, the memory checks of tests/unit/test_estimate_memory.py, and the published
+training runs of tests/unit/test_estimate_validation.py and tests/unit/test_estimate_other_stacks.py; none shares the cost model's code. Each
 mutant is (module, an exact snippet of it, its replacement). `pytest -p tests.mutation.estimate_mutants`
 with DISTDECK_ESTIMATE_MUTANT=<id> runs those tests against the mutated module: the module's source is
 re-executed, mutated, in the module's own namespace before the tests import it, so every function that
@@ -68,6 +68,23 @@ MUTANTS = [
                     'backward = 2.5 * forward_flops / attention_rate(gpu, kernel, head_dim, "backward", causal, context)',
                     'backward = 2.5 * forward_flops / attention_rate(gpu, kernel, head_dim, "forward", causal, context)',
                     "the attention kernel's backward priced at its forward's rate"),
+    EstimatorMutant("zero3-holds-no-gathered-unit", "simulations.estimate.memory",
+                    'states["parameters"] = 2 * BF16 * unit', 'states["parameters"] = 0.0',
+                    "ZeRO-3 holds no all-gathered layer, as if it computed on its shards"),
+    EstimatorMutant("activations-ignore-sequence-parallel", "simulations.estimate.memory",
+                    "                                                    recompute, layout.sequence_parallel)",
+                    "                                                    recompute, False)",
+                    "a layer's activations kept whole on every TP rank, as without sequence parallelism"),
+    EstimatorMutant("optimizer-states-unsharded", "simulations.estimate.memory",
+                    'formulas.model_state_bytes(params, "bf16", layout.zero_stage, ranks,',
+                    'formulas.model_state_bytes(params, "bf16", layout.zero_stage, 1,',
+                    "ZeRO's shards counted whole: optimizer states (and sharded gradients) on one rank"),
+    EstimatorMutant("gradients-always-bf16", "simulations.estimate.memory",
+                    "grad_bytes=FP32 if fsdp else reduce_bytes,", "grad_bytes=BF16,",
+                    "gradients counted in bf16 though the stack accumulates them in fp32 (Megatron's main_grad)"),
+    EstimatorMutant("fused-loss-keeps-an-fp32-softmax", "simulations.estimate.memory",
+                    '"fused": BF16 + BF16}', '"fused": BF16 + 4}',
+                    "a fused cross entropy charged the fp32 softmax it never stores"),
     EstimatorMutant("sequence-parallel-ignored-in-memory-bound-passes", "simulations.estimate.compute",
                     "sp = t if (layout.sequence_parallel and t > 1) else 1", "sp = 1",
                     "sequence parallelism's split of the norms and residual adds over TP ignored"),

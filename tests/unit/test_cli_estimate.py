@@ -101,3 +101,21 @@ def test_search_prints_the_fastest_layouts_with_ep_and_hsdp():
     assert "EP" in table.output and "HSDP" in table.output and "fastest layouts that fit" in table.output
     bad = runner.invoke(cli, ["estimate", "--search", "--gpus", "12"])
     assert bad.exit_code == 2 and "--gpus must fill whole nodes" in bad.output
+
+
+def test_optimizer_state_and_loss_dtypes_change_the_memory_and_bad_ones_exit_2():
+    """--optimizer-dtype bf16 halves Adam's 12 bytes a parameter; --cross-entropy fused keeps 4 bytes a logit, not 6."""
+    base = ["estimate", "--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--zero-stage", "1", "--micro-batch", "1",
+            "--global-batch", "8", "--recompute", "full", "--json"]
+
+    def memory(*extra):
+        result = runner.invoke(cli, [*base, *extra])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["memory_per_gpu_bytes"]
+
+    default, bf16, fused = memory(), memory("--optimizer-dtype", "bf16"), memory("--cross-entropy", "fused")
+    assert bf16["optimizer"] == pytest.approx(default["optimizer"] / 2)
+    assert default["activations"] - fused["activations"] == pytest.approx(8192 * 128000 * 2)
+    for flag, value in (("--optimizer-dtype", "fp16"), ("--cross-entropy", "bf16")):
+        bad = runner.invoke(cli, [*base, flag, value])
+        assert bad.exit_code == 2 and flag in bad.output, bad.output

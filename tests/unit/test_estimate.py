@@ -143,9 +143,12 @@ def test_memory_per_gpu_is_formulas_model_states_plus_activations():
     states = formulas.model_state_bytes(psi, "bf16", 3, 8)
     mem = e.memory_per_gpu_bytes
     assert mem["optimizer"] == pytest.approx(states["optimizer"])
-    assert mem["gradients"] == pytest.approx(states["gradients"])
-    # the parameter shard plus the gathered layer and the one prefetched
-    assert mem["parameters"] == pytest.approx(states["parameters"] + 2 * 2 * model.layer_params())
+    # FSDP: fp32 gradient shards (the shards' own dtype), and one layer's unsharded bf16 gradient in backward
+    assert mem["gradients"] == pytest.approx(4 * psi / 8 + 2 * model.layer_params())
+    # no bf16 shard (the fp32 master is the shard): the gathered layer and the one prefetched, and the root unit's
+    # embedding and output layer, gathered but for the GPU's own eighth
+    embeddings = 2 * model.vocab * model.hidden
+    assert mem["parameters"] == pytest.approx(2 * 2 * model.layer_params() + 2 * embeddings * 7 / 8)
     act = formulas.activation_bytes_per_layer(2048, 1, 2048, 16, 1, "selective") * 24
     logits = 2048 * model.vocab * 6
     assert mem["activations"] == pytest.approx(act + logits)
@@ -392,9 +395,12 @@ def test_moe_zero3_shards_experts_over_their_replicas_only():
     layer_dense, layer_expert = _moe_shares(spec, 1, 8)
     layer_dense -= 2 * spec.vocab * spec.hidden
     mem = e.memory_per_gpu_bytes
-    # the shards, and the gathered layer with the one prefetched (the GPU's own experts only)
-    assert mem["parameters"] == pytest.approx(2 * (dense / 64 + expert / 8) + 2 * 2 * (layer_dense + layer_expert))
-    assert mem["gradients"] == pytest.approx(2 * (dense / 64 + expert / 8))
+    # the gathered layer with the one prefetched (the GPU's own experts only), and the embeddings but for the GPU's
+    # own 64th of them (the dense weights' shard group); the shards are the fp32 master weights, in the optimizer's
+    embeddings = 2 * spec.vocab * spec.hidden
+    assert mem["parameters"] == pytest.approx(2 * 2 * (layer_dense + layer_expert) + 2 * embeddings * 63 / 64)
+    # fp32 gradient shards, and one layer's unsharded bf16 gradient
+    assert mem["gradients"] == pytest.approx(4 * (dense / 64 + expert / 8) + 2 * (layer_dense + layer_expert))
     assert e.comm_bytes_per_gpu["zero3"] == pytest.approx(3 * 63 / 64 * 2 * dense + 3 * 7 / 8 * 2 * expert, rel=1e-12)
     gather = all_gather(2 * layer_dense, place(64, 1, 8), c) + all_gather(2 * layer_expert, place(8, 8, 8), c)
     assert e.comm_total_s["zero3"] == pytest.approx(3 * gather * 32 * e.micro_batches, rel=1e-12)
@@ -506,7 +512,8 @@ def test_hsdp_shards_inside_a_node_and_all_reduces_the_shard_across_nodes():
     assert hybrid.comm_bytes_per_gpu["dp"] == pytest.approx(2 * 7 / 8 * 2 * stage / 8, rel=1e-12)
     mem = hybrid.memory_per_gpu_bytes
     assert mem["optimizer"] == pytest.approx(12 * stage / 8)
-    assert mem["parameters"] == pytest.approx(2 * stage / 8 + 2 * 2 * layer)
+    # the gathered layer and the one prefetched, and the embeddings gathered inside the shard group of 8
+    assert mem["parameters"] == pytest.approx(2 * 2 * layer + 2 * 2 * spec.vocab * h * 7 / 8)
     # each layer's shard goes across the nodes once its reduce-scatter is done, while backward goes on
     scatters = {s["layer"]: s for s in hybrid.spans if s["kind"] == "zero3"}  # the last per layer: the scatter
     buckets = [s for s in hybrid.spans if s["kind"] == "dp"]

@@ -13,7 +13,8 @@ b2a43a1, Oct 2023, and before), one table per GPU:
 Each row is entered as a user would with `distdeck estimate` (simulations.estimate.build, the CLI's and the
 API's path): the MPT model of the row's size (scripts/train/yamls/pretrain/mpt-<size>.yaml at 8c8dd48:
 d_model, n_heads, n_layers, expansion_ratio 4 with GeLU, vocabulary 50,368, no dropout; head dimension 128
-from 760M up, 64 for 125M and 350M), attention by the Triton FlashAttention the benchmarks ran
+from 760M up, 64 for 125M and 350M), the loss by flash-attn's fused cross entropy (MPT's default `loss_fn`), attention by the Triton FlashAttention the
+benchmarks ran
 (submit_benchmarks.py at b2a43a1: `--attn_impl` default `triton`), TP = PP = 1, ZeRO-3 for FULL_SHARD and ZeRO-2 for
 SHARD_GRAD_OP, the row's micro-batch and global batch, full recomputation where "Activation Checkpointing" is
 True, none otherwise; gradients reduced in fp32 under Composer's DEFAULT mixed precision (bf16 parameters,
@@ -282,7 +283,9 @@ def foundry_estimate(gpu: str, size: str, seq: int, gpus: int, micro_batch: int,
                               gpu=gpu, gpus=gpus, tp=1, pp=1, zero_stage=zero, micro_batch=micro_batch,
                               global_batch=global_batch, recompute="full" if checkpointing else "none",
                               grad_reduce_dtype="fp32" if mixed_precision == "DEFAULT" else "bf16",
-                              **{"attention_kernel": "triton_fa1", **software})
+                              # the loss: flash-attn's fused cross entropy, ComposerMPTCausalLM's default loss_fn
+                              # (llm-foundry, llmfoundry/models/mpt/modeling_mpt.py: "fused_crossentropy")
+                              cross_entropy="fused", **{"attention_kernel": "triton_fa1", **software})
     return estimate(model, hw, layout)
 
 

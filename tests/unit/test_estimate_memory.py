@@ -1,0 +1,128 @@
+"""The estimator's memory per GPU (simulations/estimate/memory.py) against what stacks publish they hold, and against
+runs that ran: every published run fits in the model, and layouts that cannot run do not.
+
+Published bytes a parameter: Megatron-LM's distributed optimizer (docs/source/api-guide/distrib_optimizer.md, its
+table of bytes per parameter, d = data-parallel size): bf16 parameters with fp32 gradients 18 without and 6 + 12/d
+with the distributed optimizer. Its fp16-gradient row (20; 4 + 16/d) adds an fp32 copy of the gradients that the
+fp16 optimizer makes in the optimizer step, once the activations are freed, so not at the step's peak.
+
+Published runs of a stack the estimator was not built on, torchtitan (pytorch/torchtitan, docs/performance.md at
+0413364): FSDP2 on 64 A100 80 GB, local batch 1 or 2, Llama 2 (sequence 4,096) and Llama 3 (8,192), torchtitan's
+defaults: bf16 parameters, fp32 gradient reduction (mixed_precision_reduce float32), the loss in fp32
+(cross_entropy on pred.float()). The runs it reports ran: Llama 3 8B at batch 1 with one layer in two checkpointed
+("selective layer"), Llama 3 70B at batch 1 with full checkpointing, Llama 2 13B at batch 2 without checkpointing,
+Llama 2 70B at batch 2 with full checkpointing. (Its "selective op" runs keep less than no checkpointing and more
+than full; the estimator has no mode for them, so they are left out.)
+Shapes: Llama 2 13B 40 layers, d 5,120, 40 heads, FFN 13,824; 70B 80 layers, d 8,192, 64 heads, 8 key/value heads,
+FFN 28,672; vocabulary 32,000 (Touvron et al. 2023, arXiv:2307.09288, Table 1 and the released configs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from simulations.estimate import MODELS, Layout, Model, cluster, estimate, memory
+from simulations.hardware import ALLOCATOR_FRAGMENTATION
+from tests.unit.test_estimate_other_stacks import TABLES, foundry_rows
+
+LLAMA2_13B = Model("llama2-13b", layers=40, hidden=5120, heads=40, kv_heads=40, ffn_hidden=13824, vocab=32000,
+                   seq_len=4096, gated_mlp=True, dropout=False)
+LLAMA2_70B = Model("llama2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=32000,
+                   seq_len=4096, gated_mlp=True, dropout=False)
+LLAMA3_8B = replace(MODELS["llama3-8b"], vocab=128256)
+LLAMA3_70B = replace(MODELS["llama3-70b"], vocab=128256)
+
+# model, local batch, recompute, recompute every n-th layer: torchtitan's runs on 64 A100 80 GB that ran
+TORCHTITAN_A100 = [(LLAMA3_8B, 1, "full", 2), (LLAMA3_70B, 1, "full", 1), (LLAMA2_13B, 2, "none", 1),
+                   (LLAMA2_70B, 2, "full", 1)]
+
+
+def _states_per_parameter(layout: Layout, dp: int) -> float:
+    """Model-state bytes a parameter on one GPU of a one-stage layout (no TP), from memory.model_states."""
+    model = MODELS["llama3-8b"]
+    states = memory.model_states(model, layout, 0, dp)
+    return sum(states.values()) / memory.stage_params(model, layout, 0)
+
+
+@pytest.mark.parametrize("d", [1, 8, 64])
+def test_megatron_distributed_optimizer_bytes_per_parameter(d):
+    fp32_grads = Layout(zero_stage=1, grad_reduce_bytes=4)
+    assert _states_per_parameter(replace(fp32_grads, zero_stage=0), d) == pytest.approx(18)
+    assert _states_per_parameter(fp32_grads, d) == pytest.approx(6 + 12 / d)
+    # gradients reduced (and so kept) in bf16, NeMo's grad_sync_dtype: bf16
+    assert _states_per_parameter(Layout(zero_stage=1), d) == pytest.approx(4 + 12 / d)
+    # Apex's distributed Adam with its state in bf16: a bf16 parameter shard, m and v
+    assert _states_per_parameter(Layout(zero_stage=1, optimizer_dtype="bf16"), d) == pytest.approx(4 + 6 / d)
+
+
+def test_fsdp_holds_fp32_shards_and_one_units_gradient_in_both_dtypes():
+    """ZeRO-3 as FSDP runs it with fp32 reduction: 16/N bytes a parameter of shards (fp32 master, m, v, fp32
+    gradient), two gathered bf16 layers, and in backward one layer's bf16 gradient and its fp32 copy."""
+    model, n = MODELS["llama3-8b"], 64
+    layout = Layout(zero_stage=3, grad_reduce_bytes=4)
+    states = memory.model_states(model, layout, 0, n)
+    psi, unit = memory.stage_params(model, layout, 0), memory.layer_params_local(model, layout)
+    embeddings = 2 * model.vocab * model.hidden
+    assert states["optimizer"] == pytest.approx(12 * psi / n)
+    assert states["gradients"] == pytest.approx(4 * psi / n + (2 + 4) * unit)
+    assert states["parameters"] == pytest.approx(2 * 2 * unit + 2 * embeddings * (n - 1) / n)
+
+
+def test_a_fused_cross_entropy_keeps_four_bytes_a_logit_instead_of_six():
+    model = MODELS["llama3-8b"]
+    hw = cluster("h100-80gb", 8)
+    base = Layout(tp=2, zero_stage=1, micro_batch=2, global_batch=8, recompute="full")
+    fp32, fused = (estimate(model, hw, replace(base, cross_entropy=loss)) for loss in ("fp32", "fused"))
+    logits = 2 * model.seq_len * model.vocab / 2  # micro-batch 2, this rank's half of the vocabulary
+    saved = fp32.memory_per_gpu_bytes["activations"] - fused.memory_per_gpu_bytes["activations"]
+    assert saved == pytest.approx(logits * (6 - 4))
+
+
+def test_sequence_parallel_splits_a_llama_layer_over_tp():
+    """A Llama 3 405B layer at 8,192 tokens, TP 8 with SP, no recomputation, counted tensor by tensor: the two
+    norms' inputs and outputs, Q, the attention output (h each), K and V (8 key/value heads of 128: one a rank), the
+    gate, up and their product (f each), 2 bytes an element, and FlashAttention's fp32 log-sum-exp of each of the
+    128 heads, all split over the 8 ranks."""
+    model = MODELS["llama3-405b"]
+    h, f, kv = model.hidden, model.ffn_hidden, 8 * 128
+    by_hand = 8192 * (2 * (6 * h + 2 * kv + 3 * f) + 4 * 128) / 8
+    layout = Layout(tp=8, sequence_parallel=True)
+    assert memory.layer_activation_bytes(model, layout, 1, "none") == pytest.approx(by_hand)
+
+
+@pytest.mark.parametrize("table", list(TABLES))
+def test_every_llm_foundry_run_fits(table):
+    """Every row of LLM Foundry's tables ran on its GPUs, so each must fit in the model."""
+    too_big = [(r[0], r[1], round(r[5].memory_per_gpu_bytes["total"] / 1e9, 1)) for r in foundry_rows(table)
+               if not r[5].fits]
+    assert not too_big
+
+
+@pytest.mark.parametrize("model,batch,recompute,every", TORCHTITAN_A100,
+                         ids=[f"{m.name}-b{b}-{r}{e}" for m, b, r, e in TORCHTITAN_A100])
+def test_torchtitan_published_runs_fit(model, batch, recompute, every):
+    layout = Layout(zero_stage=3, micro_batch=batch, global_batch=64 * batch, recompute=recompute,
+                    recompute_every=every, grad_reduce_bytes=4, attention_kernel="fa2")
+    e = estimate(model, cluster("a100-80gb", 64), layout)
+    assert e.fits, {k: round(v / 1e9, 1) for k, v in e.memory_per_gpu_bytes.items()}
+
+
+@pytest.mark.parametrize("name,model,gpu,gpus,layout", [
+    # 70B's model states alone, 16 bytes a parameter with only the optimizer sharded over 8: 2 + 2 + 12/8 bytes
+    ("70b-dp-only", LLAMA3_70B, "h100-80gb", 8, Layout(tp=1, zero_stage=1, micro_batch=1, global_batch=8,
+                                                         recompute="full")),
+    # fully sharded over 8 (16/8 bytes a parameter, 140 GB) but every layer's activations at 8,192 tokens kept
+    ("70b-zero3-no-recompute", LLAMA3_70B, "h100-80gb", 8, Layout(tp=1, zero_stage=3, micro_batch=1,
+                                                                    global_batch=8, recompute="none")),
+    # GPT-3 175B split 8 ways by TP on one A100 node: 22 B parameters a GPU, 16 bytes each
+    ("gpt3-tp8", MODELS["gpt3-175b"], "a100-80gb", 8, Layout(tp=8, zero_stage=0, micro_batch=1, global_batch=8,
+                                                              recompute="full")),
+])
+def test_layouts_that_cannot_run_do_not_fit(name, model, gpu, gpus, layout):
+    e = estimate(model, cluster(gpu, gpus), layout)
+    assert not e.fits, name
+    usable = e.cluster.gpu.usable_bytes / (1 + ALLOCATOR_FRAGMENTATION)
+    assert e.memory_per_gpu_bytes["total"] > 1.5 * usable, name  # not a near miss: clearly too big
+
