@@ -8,19 +8,22 @@ when a rank dies, restarting every rank from the last complete save.
 Here, on real ranks:
 - a small MLP trains with FSDP2 (`fully_shard`): each rank holds 1/N of the weights and of Adam's state;
 - every `checkpoint_every` steps the job saves the model and the optimizer with torch.distributed.checkpoint
-  (DCP): each rank writes its own shards to its own files, and the coordinator writes `.metadata` last, so a
-  checkpoint without `.metadata` is incomplete and never loaded (torch.distributed.checkpoint docs);
-- at `fail_at_step` the last rank dies: it leaves the job and its connections close, as a crashed process's
-  do. The other ranks' next collective fails (gloo reports the closed peer; a short timeout backs it up);
+  (DCP, whose docs say it "produces multiple files per checkpoint, with at least one per rank"): each rank
+  writes its own shards, and the coordinator writes `.metadata` once every rank has reported its writes
+  (FileSystemWriter.finish), so a checkpoint without `.metadata` is incomplete and is never loaded;
+- at `fail_at_step` the last rank dies: it stops answering, as a node that lost power does. The other ranks'
+  next collective waits for it and fails at the job's peer timeout (NCCL's watchdog does this on GPUs);
 - the job restarts as torchrun's elastic agent restarts it: every worker of the old attempt is stopped, the
   `restart_world_size` ranks of the new attempt meet again (a new rendezvous, a new process group), load the
-  last complete checkpoint and go on. DCP reshards on load: the checkpoint was written by N ranks, the new
-  attempt reads it with N' (torchrun docs, "Elastic"; DCP's `load` "can load into a different world size").
+  last complete checkpoint and go on (torchrun docs: "worker failures are handled gracefully by restarting
+  all workers"; a lost node is a "scale down" within --nnodes=MIN_SIZE:MAX_SIZE). The checkpoint was written
+  by N ranks and is read by N': DCP "handles load-time resharding which enables saving in one cluster
+  topology and loading into another" (torch.distributed.checkpoint docs).
 The steps since that checkpoint are lost and replayed. How often to save is a trade: Young's first-order
 optimum is τ = √(2·δ·M) for a checkpoint that takes δ and a mean time between failures M (J. W. Young,
 "A first order approximation to the optimum checkpoint interval", CACM 17(9), 1974), refined by J. T. Daly,
 "A higher order estimate of the optimum checkpoint interval for restart dumps", FGCS 22(3), 2006
-(simulations.formulas.checkpoint_interval).
+(simulations.formulas.young_interval, daly_interval).
 
 Checked against a plain single-process run that never failed: the weights right after the restart equal its
 weights at the checkpoint's step, and the final weights equal its final weights; the steps lost are exactly
@@ -92,7 +95,7 @@ def last_checkpoint(p: Params, failed_step: int) -> int:
 # -- one attempt of the job ------------------------------------------------------------------------
 
 class WorkerCrash(Exception):
-    """This rank's worker process dies (here: it leaves the job, and its connections close)."""
+    """This rank's worker process dies (here: it leaves the job and never answers its peers again)."""
 
 
 def rendezvous(members: list[int], name: str, backend: str):
