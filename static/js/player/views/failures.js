@@ -113,9 +113,13 @@ export function render(svg, { frames, index, frame, size }) {
     svg.append('line').attr('data-key', `ckpt-${c.step}`).attr('x1', cx).attr('x2', cx).attr('y1', y0)
       .attr('y2', rowY(c.attempt) + cellH + 8).attr('stroke', 'var(--role-grads)').attr('stroke-width', 4)
       .append('title').text(`checkpoint after step ${c.step}: ${c.bytes} bytes written by ${c.ranks} ranks`);
-    svg.append('text').attr('class', 'bar-total').attr('data-key', `ckpt-label-${c.step}`).attr('x', cx)
-      .attr('y', y0 - 6).attr('text-anchor', 'middle').style('fill', 'var(--role-grads)')
-      .text(`saved ${bytes(c.bytes)}`);
+    const label = `saved ${bytes(c.bytes)}`;
+    const half = textWidth(label, LABEL) / 2;
+    // Centred on its bar, or held inside the view at either end.
+    const anchor = cx + half > W - 4 ? 'end' : cx - half < 4 ? 'start' : 'middle';
+    svg.append('text').attr('class', 'bar-total').attr('data-key', `ckpt-label-${c.step}`)
+      .attr('x', anchor === 'end' ? W - 4 : anchor === 'start' ? 4 : cx)
+      .attr('y', y0 - 6).attr('text-anchor', anchor).style('fill', 'var(--role-grads)').text(label);
   }
 
   // The lost work: a bracket under the row-1 steps since the last checkpoint.
