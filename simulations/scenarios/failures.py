@@ -170,8 +170,8 @@ def load(model, optimizer, step: int, root: str, group) -> int:
     whichever files hold them, the slices of every tensor that this rank's new shards cover."""
     model_state, optim_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optimizer": optim_state, "step": -1}
-    dcp.load(state, checkpoint_id=os.path.join(root, f"step-{step:04d}"), process_group=group)
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    dcp.load(state, checkpoint_id=os.path.join(root, f"step-{step:04d}"), process_group=group)  # in place
+    set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
     return state["step"]
 
 
