@@ -54,3 +54,32 @@ def test_the_failure_slide_plays_through_and_reads_from_the_back_row(browser, se
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_press_animates_the_failure(browser, server_url):
+    """From the last checkpoint before the failure to the failure: the step cells and the rank boxes move
+    through pictures in between (d3 transitions keyed on step and rank), sampled on the page's paused clock."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, reduced_motion="no-preference")
+    page = context.new_page()
+    markup = "(id) => document.querySelector(`#${id} svg.sim-view`).innerHTML"
+    try:
+        page.clock.install()
+        page.goto(f"{server_url}/#/{SLIDE}/0", wait_until="commit", timeout=90_000)
+        page.wait_for_selector("html.deck-ready", timeout=90_000)
+        page.wait_for_function(SETTLED, arg=SLIDE, timeout=180_000)
+        frames = page.evaluate("(id) => window.distdeck.players.find(p => p.slide.id === id).frames.map(f => f.phase)", SLIDE)
+        before = frames.index("failure")  # its step: the question is step 0, frame k is step k + 1
+        page.evaluate("([id, k]) => { location.hash = `#/${id}/${k}`; }", [SLIDE, before])
+        page.wait_for_function("(k) => window.distdeck.position().step === k", arg=before)
+        page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)
+        page.clock.run_for(1_000)
+        page.locator("#deck").focus()
+        pictures = [page.evaluate(markup, SLIDE)]
+        page.keyboard.press("ArrowRight")
+        for ms in (0, 150, 150, 3_000):
+            page.clock.run_for(ms)
+            pictures.append(page.evaluate(markup, SLIDE))
+        assert pictures[0] != pictures[-1], "the step changed nothing"
+        assert len(set(pictures)) >= 3, "the failure appeared at once: no picture in between"
+    finally:
+        context.close()
