@@ -60,6 +60,9 @@ LR = 0.01
 # watchdog plays this part on GPUs, with torch.distributed's default timeout of 10 minutes). Short, so the
 # run never waits long; far above the few milliseconds any collective of this small model takes.
 PEER_TIMEOUT_S = 2.0
+# How long the ranks of an attempt wait for each other to meet: the survivors of a failure arrive only once
+# their collective has timed out, the others at once.
+RENDEZVOUS_TIMEOUT_S = 60.0
 
 
 class Params(BaseModel):
@@ -98,7 +101,7 @@ class WorkerCrash(Exception):
     """This rank's worker process dies (here: it leaves the job and never answers its peers again)."""
 
 
-def rendezvous(members: list[int], name: str, backend: str):
+def rendezvous(members: list[int], name: str, backend: str, opened: list):
     """The ranks of one attempt meet and form a fresh process group (torchrun: a new rendezvous round).
 
     Every attempt needs a group of its own: the old one has a dead member. `dist.new_group` names a group
@@ -112,9 +115,17 @@ def rendezvous(members: list[int], name: str, backend: str):
         return None
     group, _ = c10d._new_process_group_helper(
         len(members), members.index(dist.get_rank()), members, c10d.Backend(backend), c10d._get_default_store(),
-        c10d.GroupName(name), timeout=timedelta(seconds=PEER_TIMEOUT_S))
+        c10d.GroupName(name), timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
     c10d._world.pg_group_ranks[group] = {rank: i for i, rank in enumerate(members)}
+    c10d._set_pg_timeout(timedelta(seconds=PEER_TIMEOUT_S), group)  # met: from now on, a silent peer is dead
+    opened.append(group)
     return group
+
+
+def leave(group, opened: list) -> None:
+    """This rank is done with an attempt's group: destroy it."""
+    opened.remove(group)
+    dist.destroy_process_group(group)
 
 
 def build(group, device, seed: int):
@@ -190,17 +201,30 @@ def full_weights(model) -> torch.Tensor:
 # -- the run: an attempt, a failure, a restart --------------------------------------------------------
 
 def run(ctx: RankContext, p: Params) -> dict:
-    rank, victim = ctx.rank, p.world_size - 1
-    first, second = list(range(p.world_size)), list(range(p.restart_world_size))
+    rank = ctx.rank
     # Where the checkpoints go and what this run's groups are called: one temporary folder per run, named
     # by rank 0 (on several nodes under torchrun, a shared filesystem would take its place).
     shared = [tempfile.mkdtemp(prefix="distdeck-ckpt-") if rank == 0 else None, uuid.uuid4().hex]
     dist.broadcast_object_list(shared, src=0, group=ctx.group)
     root, run_id = shared
+    opened: list = []  # this rank's job groups still open: a run stopped midway leaves none behind
+    try:
+        return train_fail_restart(ctx, p, root, run_id, opened)
+    finally:
+        for group in opened:
+            dist.destroy_process_group(group)
+        if rank == 0:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def train_fail_restart(ctx: RankContext, p: Params, root: str, run_id: str, opened: list) -> dict:
+    """Attempt 1 until the failure, the restart, attempt 2 to the end: this rank's part, SPMD."""
+    rank, victim = ctx.rank, p.world_size - 1
+    first, second = list(range(p.world_size)), list(range(p.restart_world_size))
     result: dict = {"saved": {}, "loss": {}}
 
     # Attempt 1 -------------------------------------------------------------------------------------
-    group = rendezvous(first, f"failures-{run_id}-1", ctx.backend)
+    group = rendezvous(first, f"failures-{run_id}-1", ctx.backend, opened)
     model = optimizer = None
     if group is not None:
         model, optimizer = build(group, ctx.device, p.seed)
@@ -237,7 +261,7 @@ def run(ctx: RankContext, p: Params) -> dict:
         else:
             raise RuntimeError(f"rank {rank} finished step {p.fail_at_step} although rank {victim} had died")
         crash_s = time.perf_counter() - start
-        dist.destroy_process_group(group)  # torchrun's agent stops every worker of the failed attempt
+        leave(group, opened)  # torchrun's agent stops every worker of the failed attempt
         group = model = optimizer = None
     result["detected_s"] = crash_s
     frame(p, "failure", 1, p.fail_at_step,
@@ -248,7 +272,7 @@ def run(ctx: RankContext, p: Params) -> dict:
 
     # Attempt 2: a new rendezvous, the last complete checkpoint loaded, resharded onto the new ranks.
     start = time.perf_counter()
-    group = rendezvous(second, f"failures-{run_id}-2", ctx.backend)
+    group = rendezvous(second, f"failures-{run_id}-2", ctx.backend, opened)
     restart_s = time.perf_counter() - start
     if group is not None:
         model, optimizer = build(group, ctx.device, p.seed)
@@ -293,13 +317,12 @@ def run(ctx: RankContext, p: Params) -> dict:
 
     if group is not None:
         result["weights"] = full_weights(model)
-        dist.destroy_process_group(group)
+        leave(group, opened)
     result["replayed"] = replayed
     result["member_after"] = rank in second
-    dist.barrier(group=ctx.group)  # every rank done with the files: rank 0 checks them, then removes them
+    dist.barrier(group=ctx.group)  # every rank done with the files: rank 0 checks them (run() removes them)
     if rank == 0:
         result["checkpoints"] = inspect_checkpoints(root)
-        shutil.rmtree(root, ignore_errors=True)
     return result
 
 
