@@ -144,7 +144,7 @@ def build(group, device, seed: int):
     return model, torch.optim.Adam(model.parameters(), lr=LR)
 
 
-def train_step(p: Params, model, optimizer, group, step: int, device) -> float:
+def train_step(p: Params, model, optimizer, group, step: int, device) -> None:
     """One step on this rank's share of the global batch; FSDP's reduce-scatter averages the N ranks' gradients."""
     x, y = batch(p, step)
     n, me = group.size(), group.rank()
@@ -155,7 +155,6 @@ def train_step(p: Params, model, optimizer, group, step: int, device) -> float:
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
-    return loss.item()
 
 
 def save(model, optimizer, step: int, root: str, group) -> dict:
@@ -221,7 +220,7 @@ def train_fail_restart(ctx: RankContext, p: Params, root: str, run_id: str, open
     """Attempt 1 until the failure, the restart, attempt 2 to the end: this rank's part, SPMD."""
     rank, victim = ctx.rank, p.world_size - 1
     first, second = list(range(p.world_size)), list(range(p.restart_world_size))
-    result: dict = {"saved": {}, "loss": {}}
+    result: dict = {"saved": {}}
 
     # Attempt 1 -------------------------------------------------------------------------------------
     group = rendezvous(first, f"failures-{run_id}-1", ctx.backend, opened)
@@ -234,7 +233,7 @@ def train_fail_restart(ctx: RankContext, p: Params, root: str, run_id: str, open
 
     for step in range(1, p.fail_at_step):
         if group is not None:
-            result["loss"][step] = train_step(p, model, optimizer, group, step, ctx.device)
+            train_step(p, model, optimizer, group, step, ctx.device)
         frame(p, "train", 1, step, f"Step {step}: every rank trains on its share of the batch",
               member=group is not None, status=f"step {step}" if group else "spare")
         if step % p.checkpoint_every == 0:
@@ -265,8 +264,8 @@ def train_fail_restart(ctx: RankContext, p: Params, root: str, run_id: str, open
         group = model = optimizer = None
     result["detected_s"] = crash_s
     frame(p, "failure", 1, p.fail_at_step,
-          f"Rank {victim} dies during step {p.fail_at_step}; the others' next collective fails, and the "
-          f"job stops", member=rank in first,
+          f"Rank {victim} dies during step {p.fail_at_step}: the others' collective waits for it until the "
+          f"{PEER_TIMEOUT_S:g} s timeout, fails, and the job stops", member=rank in first,
           status=("died" if rank == victim else "collective failed") if rank in first else "spare",
           failed=rank == victim, detected_s=crash_s if rank != victim else None, error=error)
 
@@ -302,7 +301,7 @@ def train_fail_restart(ctx: RankContext, p: Params, root: str, run_id: str, open
     replayed = []
     for step in range(resume_from[0] + 1, p.steps + 1):
         if group is not None:
-            result["loss"][step] = train_step(p, model, optimizer, group, step, ctx.device)
+            train_step(p, model, optimizer, group, step, ctx.device)
         again = step <= p.fail_at_step
         replayed += [step] if again else []
         frame(p, "replay" if again else "train", 2, step,
@@ -319,7 +318,6 @@ def train_fail_restart(ctx: RankContext, p: Params, root: str, run_id: str, open
         result["weights"] = full_weights(model)
         leave(group, opened)
     result["replayed"] = replayed
-    result["member_after"] = rank in second
     dist.barrier(group=ctx.group)  # every rank done with the files: rank 0 checks them (run() removes them)
     if rank == 0:
         result["checkpoints"] = inspect_checkpoints(root)
@@ -443,7 +441,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     ]
     bytes_per_checkpoint = {s: sum(r["saved"].get(s, {}).get("bytes", 0) for r in results) for s in scheduled}
     return Summary(checks=checks, figures={
-        "resumed_from_step": resume, "steps_lost": expected_lost, "replayed": replayed,
+        "resumed_from_step": resume, "steps_lost": len(replayed), "replayed": replayed,
         "checkpoint_bytes": bytes_per_checkpoint,
         "checkpoint_bytes_per_rank": {s: [r["saved"].get(s, {}).get("bytes", 0) for r in results] for s in scheduled},
         "save_s": {s: max(r["saved"].get(s, {}).get("s", 0.0) for r in results) for s in scheduled},
