@@ -58,7 +58,7 @@ export function render(svg, { frames, index, frame, size }) {
 
   // Legend line: the schedule.
   svg.append('text').attr('class', 'legend-label').attr('x', left).attr('y', LABEL)
-    .text(fit(`checkpoint every ${plan.checkpoint_every} steps · rank ${plan.failed_rank} dies in step ${plan.fail_at_step}`
+    .text(fit(`checkpoint every ${plan.checkpoint_every === 1 ? 'step' : `${plan.checkpoint_every} steps`} · rank ${plan.failed_rank} dies in step ${plan.fail_at_step}`
       + ` · ${n1} → ${n2} ranks`, right - left, LABEL));
 
   // Row labels.
@@ -69,7 +69,9 @@ export function render(svg, { frames, index, frame, size }) {
   }
 
   // Step cells. Attempt 1: the plan as outlines, filled as steps run; lost and failed ones marked.
-  const lostFrom = s.resume ?? (s.failure ? Math.floor((s.failure.step - 1) / plan.checkpoint_every) * plan.checkpoint_every : null);
+  // Lost: the steps after the last checkpoint attempt 1 saved (the one the restart then loads).
+  const saved = s.checkpoints.filter((c) => c.attempt === 1).map((c) => c.step);
+  const lostFrom = s.resume ?? (saved.length ? Math.max(...saved) : 0);
   const cells = [];
   for (let step = 1; step <= plan.steps; step += 1) {
     let state = s.done[1].has(step) ? 'done' : 'ahead';
@@ -138,8 +140,9 @@ export function render(svg, { frames, index, frame, size }) {
   // The restart: from the checkpoint it loads down to the first replayed step.
   if (s.restarted && s.resume != null) {
     const from = edge(s.resume);
+    const arrowTop = Math.min(rowY(1) + cellH + 2 * LABEL + 14, rowY(2) - 4); // under the lost label, where there is room
     svg.append('path').attr('class', 'transfer').attr('data-key', 'resume')
-      .attr('d', `M${from},${rowY(1) + cellH + 30} L${from},${rowY(2) + cellH / 2} L${cellX(s.resume + 1) - 4},${rowY(2) + cellH / 2}`);
+      .attr('d', `M${from},${arrowTop} L${from},${rowY(2) + cellH / 2} L${cellX(s.resume + 1) - 4},${rowY(2) + cellH / 2}`);
     svg.append('text').attr('class', 'transfer-label').attr('data-key', 'resume-label')
       .attr('x', from - 8).attr('y', rowY(2) + cellH / 2 + LABEL * 0.35).attr('text-anchor', 'end')
       .text(`load step ${s.resume}`);
