@@ -132,7 +132,7 @@ class NoProjection(ValueError):
 
 
 REPLAYED = ("basics", "pipeline", "ddp", "zero", "hsdp", "tensor_parallel", "parallel_3d", "ring_attention", "ulysses",
-            "expert_parallel", "diloco")
+            "expert_parallel", "diloco", "failures")
 # The estimator's field for the live run's own, so that a mapping the modelled cluster cannot take is a 422
 # naming the parameter the user set (a Ulysses degree that does not divide the model's heads: world_size).
 LIVE_FIELDS = {"ring_attention": {"cp": "world_size"}, "ulysses": {"cp": "world_size"},
@@ -230,6 +230,9 @@ def replay_layout(scenario: str, params: dict) -> dict:
         workers, b = number("world_size", 4), number("batch_per_worker", 8)
         return dict(gpus=8 * workers, tp=8, zero_stage=0, micro_batch=1, global_batch=workers * b,
                     inner_steps=number("inner_steps", 5))
+    if scenario == "failures":  # a training step before the failure: each rank a node, FSDP (ZeRO-3) across them
+        ranks = number("world_size", 4)
+        return dict(gpus=8 * ranks, tp=8, zero_stage=3, micro_batch=1, global_batch=ranks)
     if scenario == "basics":  # one GPU; the run's batch of samples becomes one micro-batch of sequences
         b = number("batch", 4)
         return dict(gpus=1, tp=1, zero_stage=0, micro_batch=b, global_batch=b)

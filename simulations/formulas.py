@@ -393,3 +393,66 @@ def ring_attention_min_block(flops: float, bandwidth: float, element_bytes: int 
     FLOPs (QKᵀ and PV) and sends K and V, 2·c·d elements. Overlap needs 4c²d/F ≥ 2cd·e/B, so
     c ≥ F·e/(2B): F/B tokens in 16-bit, whatever the head dimension d."""
     return flops * element_bytes / (2 * bandwidth)
+
+
+# -- failures and the checkpoint interval --------------------------------------------------------
+
+@dataclass(frozen=True)
+class FailureLog:
+    """A training run's published failure record and the storage its checkpoints went to."""
+
+    name: str
+    days: float
+    interruptions: int  # every job interruption, planned or not: each one restarts from a checkpoint
+    unexpected: int
+    gpus: int
+    parameters: float
+    storage_bytes_per_s: float  # the checkpoint file system's sustained write throughput
+    largest_state_per_gpu: float  # bytes: the most model state one GPU saves
+    source: str
+
+    @property
+    def hours(self) -> float:
+        return self.days * 24
+
+
+# Dubey et al., "The Llama 3 Herd of Models", arXiv:2407.21783: section 3.3.4 and Table 5 (a 54-day snapshot
+# of the 405B pre-training: 466 job interruptions, 47 planned, 419 unexpected); section 3.3.1 (up to 16K H100
+# GPUs; Tectonic storage, 2 TB/s sustained and 7 TB/s peak; each GPU saves 1 MB to 4 GB of model state).
+LLAMA3_405B = FailureLog("Llama 3 405B", days=54, interruptions=466, unexpected=419, gpus=16_384,
+                         parameters=405e9, storage_bytes_per_s=2e12, largest_state_per_gpu=4e9,
+                         source="Llama 3 paper (arXiv:2407.21783), sections 3.3.1 and 3.3.4, Table 5")
+
+
+def mean_time_between(duration: float, events: int) -> float:
+    """Mean time between failures of the whole job, from a count over a period (same unit as `duration`)."""
+    return duration / events
+
+
+def young_interval(write_time: float, mtbf: float) -> float:
+    """The compute time between checkpoints that loses the least, to first order: τ = √(2·δ·M).
+
+    Young, "A first order approximation to the optimum checkpoint interval", CACM 17(9), 1974: per unit
+    of time a job spends δ/τ writing checkpoints and, failing once per M on average half an interval
+    after the last one, τ/(2M) redoing work; the sum is least at τ = √(2δM). Any unit, the same for both.
+    """
+    return math.sqrt(2 * write_time * mtbf)
+
+
+def daly_interval(write_time: float, mtbf: float) -> float:
+    """Daly's higher-order optimum: τ = √(2δM)·[1 + ⅓·√(δ/2M) + (1/9)·(δ/2M)] − δ for δ < 2M, else τ = M.
+
+    Daly, "A higher order estimate of the optimum checkpoint interval for restart dumps", FGCS 22(3),
+    2006: failures as a Poisson process, the time lost to a failure and the checkpoints' own
+    time counted exactly, solved by perturbation. Close to Young's when δ ≪ M.
+    """
+    if write_time >= 2 * mtbf:
+        return mtbf
+    x = write_time / (2 * mtbf)
+    return math.sqrt(2 * write_time * mtbf) * (1 + math.sqrt(x) / 3 + x / 9) - write_time
+
+
+def checkpoint_overhead(interval: float, write_time: float, mtbf: float) -> float:
+    """Young's first-order fraction of time lost: δ/τ writing, τ/(2M) redone after failures (restart time
+    not counted). At τ = √(2δM) it is √(2δ/M)."""
+    return write_time / interval + interval / (2 * mtbf)

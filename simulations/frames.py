@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 SCHEMA_VERSION = 1
 
-View = Literal["ranks", "timeline", "memory", "pipeline", "tokens", "ring", "mesh", "network", "losses"]
+View = Literal["ranks", "timeline", "memory", "pipeline", "tokens", "ring", "mesh", "network", "losses", "failures"]
 SpanKind = Literal["compute", "comm", "idle"]
 
 

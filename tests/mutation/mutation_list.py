@@ -44,6 +44,7 @@ ZERO3 = {"stage": 3, "world_size": 2, "width": 8, "depth": 1}
 ZERO2 = {"stage": 2, "world_size": 2, "width": 8, "depth": 1}
 ULYSSES = {"world_size": 2, "seq_len": 8, "heads": 4}
 HSDP = {"replicas": 2, "shards": 2, "width": 8, "depth": 1}
+FAILURES = {"world_size": 4, "restart_world_size": 3, "steps": 9, "checkpoint_every": 3, "fail_at_step": 8}
 
 MUTANTS: list[Mutant] = [
     # -- basics ------------------------------------------------------------------------------------
@@ -236,6 +237,19 @@ MUTANTS: list[Mutant] = [
            "x.chunk(world)[ctx.rank].to(ctx.device), y.chunk(world)[ctx.rank].to(ctx.device)",
            "x.chunk(world)[shard].to(ctx.device), y.chunk(world)[shard].to(ctx.device)",
            "every replica trains on the same slice of the batch", HSDP),
+    # -- failures (checkpoint, fail, restart) --------------------------------------------------------
+    Mutant("failures-restores-the-oldest-checkpoint", "failures", "resume = complete_checkpoints(root)[-1]",
+           "resume = complete_checkpoints(root)[0]", "the restart loads the first checkpoint, not the last", FAILURES),
+    Mutant("failures-skips-the-optimizer-state", "failures",
+           'state = {"model": model_state, "optimizer": optim_state, "step": -1}',
+           'state = {"model": model_state, "step": -1}',
+           "the restart loads the weights but starts Adam afresh", FAILURES),
+    Mutant("failures-resume-skips-a-step", "failures", "for step in range(resume_from[0] + 1, p.steps + 1):",
+           "for step in range(resume_from[0] + 2, p.steps + 1):",
+           "off by one: the restart goes on from the step after the checkpoint's next", FAILURES),
+    Mutant("failures-checkpoint-records-the-step-before", "failures", '"step": step}, checkpoint_id=path',
+           '"step": step - 1}, checkpoint_id=path',
+           "the checkpoint says it holds the step before its own: that step is trained twice", FAILURES),
 ]
 
 BY_ID = {m.id: m for m in MUTANTS}

@@ -14,7 +14,7 @@ import { GPU_NAMES, MODEL_NAMES } from '../presets.js';
 import { clusterSizes, fetchProjection, render } from './views/projected.js';
 
 // The scenarios GET /api/estimate/replay maps onto a cluster (app.estimate_math.replay).
-export const REPLAYED = ['basics', 'pipeline', 'ddp', 'zero', 'hsdp', 'tensor_parallel', 'parallel_3d', 'ring_attention', 'ulysses', 'expert_parallel', 'diloco'];
+export const REPLAYED = ['basics', 'pipeline', 'ddp', 'zero', 'hsdp', 'tensor_parallel', 'parallel_3d', 'ring_attention', 'ulysses', 'expert_parallel', 'diloco', 'failures'];
 const MEASURED = 'measured on this machine';
 const controls = new Set(); // every control, so that the players of one slide (side by side) are timed alike
 
