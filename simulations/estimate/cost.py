@@ -102,6 +102,7 @@ class Estimate:
             "recompute": self.layout.recompute,
             "recompute_every": self.layout.recompute_every,
             "precision": self.layout.precision,
+            "execution": self.layout.executes,
             "attention_kernel": (kernels.default_kernel(self.cluster.gpu) if self.layout.attention_kernel == "auto"
                                  else self.layout.attention_kernel) if self.model.flash_attention else "unfused",
             "network_gbps": self.cluster.node_egress * 8 / 1e9,
@@ -309,7 +310,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         comm_total["dp"] = reduce
     optimizer_params = sum(params / (ranks if layout.zero_stage >= 1 else 1)  # the optimizer steps the shard it owns
                            for params, ranks in zip(memory.stage_param_split(model, layout, 0), memory.shard_ranks(layout, dp * c)))
-    optimizer = compute.memory_time(optimizer_params * compute.ADAM_BYTES_PER_PARAM, cluster)
+    optimizer = compute.memory_time(optimizer_params * compute.optimizer_bytes_per_param(layout), cluster)
     step = timed.makespan + exposed["dp"] + optimizer
     exposed["pp"] = max(0.0, timed.makespan - (sum(dur["F"]) + sum(dur["B"]) + sum(dur["W"]) * (
         layout.schedule == "zero_bubble")) * m / p) if p > 1 else 0.0
