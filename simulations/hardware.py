@@ -44,7 +44,17 @@ Measured:
   B200 SXM 1792×16128×3072. H100's best is one wave of 128 × 256 tiles (128 tiles on 132 SMs) with the longest K
   of all: what each tile pays once, whatever its K, weighs least there (compute.matmul_time).
 
+- GPUs of one SKU in one cluster do not run alike: Sinha et al., "Not All GPUs Are Created Equal: Characterizing
+  Variability in Large-Scale, Accelerator-Rich Systems", SC'22 (arXiv:2208.11035 v3), abstract: "8% (max 22%)
+  average performance variation even though the GPU architecture and vendor SKU are identical within each cluster,
+  with outliers up to 1.5X slower than the median GPU" (Summit, Vortex, Frontera, Longhorn, Corona; over 90 % of
+  their GPUs). A synchronous step runs at the pace of its slowest GPU (simulations/estimate/cost.py, stragglers).
+
 Assumptions (no published microbenchmark read for them; stated so that they can be checked):
+- GPU speed across a cluster is normal, and the 8 % "variation" above is its expected range (max − min) over the
+  ~1,000 GPUs a cluster measured: 2 · 3.24 σ (3.24, the expected largest of 1,000 standard normals), so
+  σ = 8 % / 6.5 = 1.2 % (`GPU_SPEED_SIGMA`); the same on A100, H100 and B200 clusters (the paper measured V100 and
+  MI60);
 - H100 SXM sustains what H200 does (same GH100 compute and 700 W cap; the MAMF table says "H200 is the same");
 - A100 SXM sustains the same fraction of its MAMF as H200 does of its own (698.6 / 823.9): 271.2 × 0.848 = 230;
 - FlashAttention's figures are bursts too: they are scaled by the same sustained / burst ratio;
@@ -76,6 +86,7 @@ NETWORK_EFFICIENCY = NVLINK_BUS_EFFICIENCY  # assumption: same fraction of the N
 HBM_EFFICIENCY = 0.85  # assumption: streaming element-wise kernels
 H200_SUSTAINED_OVER_BURST = 698.6 / 823.9  # MSMF over MAMF, all 8 GPUs of the node busy (ml-engineering)
 H200_SUSTAINED = 698.6 * 10**12  # FLOP/s; H100 SXM assumed the same (see above)
+GPU_SPEED_SIGMA = 0.08 / (2 * 3.24)  # GPUs' speed spread in one cluster (Sinha et al. SC'22; see above)
 
 # Message size at which an NCCL collective gets half its large-message bandwidth, for a 450 GB/s link:
 # 58 MB runs at 150 of 370 GB/s on 8 × H100 (scaling book, gpus.md), so 58 MB · (370/150 − 1) ≈ 85 MB.

@@ -32,6 +32,7 @@ const LEGEND = 28; // what the compute lane's colours mean, under the axis
 
 const KIND = {
   F: 'forward', B: 'backward', W: 'weight gradient', opt: 'optimizer step', step: 'inner step',
+  wait: 'waiting for the slowest GPU',
   dp: 'DP reduce', tp: 'TP collective', zero3: 'ZeRO-3 gather / reduce-scatter', cp: 'CP communication of K, V',
   ep: 'expert all-to-all', outer: 'outer sync of the pseudo-gradients',
 };
