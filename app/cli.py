@@ -199,6 +199,10 @@ def estimate_cmd(
     network_gbps: Annotated[float | None, typer.Option(
         help="Network bandwidth leaving one node, all NICs together, Gb/s (default: the GPU's DGX node).",
         show_default=False)] = None,
+    execution: Annotated[str, typer.Option(
+        help="How kernels reach the GPU: eager (PyTorch ops, one kernel each, foreach AdamW: FSDP stacks), fused "
+             "(Megatron-core / TransformerEngine), compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); "
+             "auto: eager with --zero-stage 3, fused otherwise.")] = "auto",
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
 ) -> None:
     """Estimate one training step on a modelled GPU cluster: time, throughput, MFU, memory per GPU."""
@@ -217,7 +221,7 @@ def estimate_cmd(
             overlap_param_gather=overlap_param_gather, overlap_tp_comm=overlap_tp_comm,
             overlap_p2p_comm=overlap_p2p_comm, grad_accumulation_fusion=grad_accumulation_fusion,
             grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
-            recompute_every=recompute_every, network_gbps=network_gbps)
+            recompute_every=recompute_every, network_gbps=network_gbps, execution=execution)
         result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
         typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)
@@ -238,8 +242,9 @@ def estimate_cmd(
         *([("context parallel", f"CP by {result['cp_comm']}")] if result["cp"] > 1 else []),
         ("micro-batch / virtual stages", f"{result['micro_batch']} × {result['micro_batches']} per step, "
                                          f"v = {result['virtual_stages']}, recompute {result['recompute']}"),
-        ("precision / attention / network", f"{result['precision']}, {result['attention_kernel']}, "
-                                            f"{result['network_gbps']:,.0f} Gb/s per node"),
+        ("precision / attention / execution / network", f"{result['precision']}, {result['attention_kernel']}, "
+                                                        f"{result['execution']}, "
+                                                        f"{result['network_gbps']:,.0f} Gb/s per node"),
         ("step time", f"{result['step_time_s']:.3f} s"),
         ("tokens/s", f"{result['tokens_per_s']:,.0f}"),
         ("model TFLOP/s per GPU", f"{result['model_tflops_per_gpu']:.0f}"),
