@@ -1,7 +1,9 @@
 """The cost model: one training step of a model, laid out on a cluster, in seconds and bytes.
 
-Compute: every matmul of a layer at the GPU's sustained matmul rate (at its power cap, as training
-runs), less the waves its tiles leave idle; attention fused at the rate its kernel's own benchmarks publish for the GPU,
+Compute: every matmul of a layer in waves of tiles over the SMs, each wave its main loop at the GPU's sustained
+matmul rate (at its power cap, as training runs) and a fixed cost per tile (so short-K GEMMs run below it), the
+last wave's idle SMs wasted; in eager execution no faster than the CPU issues the layer's kernels (compute.py);
+attention fused at the rate its kernel's own benchmarks publish for the GPU,
 head size, causal mask, direction and length (kernels.py), or unfused as two
 batched matmuls and a softmax on a roofline; norms, activations, dropouts and residual adds are
 memory-bound passes over HBM. Backward is twice the forward's matmuls (input and weight
@@ -29,6 +31,8 @@ on a stream beside compute with the dependencies a real step has:
   Each parameter is reduced (and, under ZeRO, sharded) over the ranks that replicate it: the dense ones
   over DP·CP, a mixture of experts' expert weights over their expert-data-parallel group, dp·cp/ep ranks
   (`replica_groups`).
+The optimizer step is a memory-bound pass over the shard each rank owns (a fused Adam, or torch's foreach AdamW and a
+clipping pass in eager PyTorch); and the step waits for its slowest GPU (straggler_allowance).
 Memory per GPU: simulations.formulas (model states by ZeRO stage, activations per layer).
 
 Where each part lives: compute.py (a layer's kernels and its TP/CP/EP collectives), traffic.py (the bytes

@@ -82,7 +82,7 @@ def _random_layouts(count: int, seed: int = 2026):
         kw = dict(gpu=gpu, gpus=max(gpus, 1), tp=tp, pp=pp, cp=cp, zero_stage=zero, micro_batch=micro,
                   global_batch=batch, recompute=rng.choice(["none", "selective", "full"]),
                   attention_kernel=rng.choice(["auto", "fa2", "fa3", "cudnn", "triton_fa1"]),
-                  virtual_stages=1, **shape)
+                  execution=rng.choice(["auto", "eager", "fused", "compiled"]), virtual_stages=1, **shape)
         try:
             out.append((model, kw, estimate(*build(model, **kw))))
         except LayoutError:
@@ -110,6 +110,15 @@ def test_every_estimate_adds_up(random_estimates):
         for kind, exposed in e.exposed_by_kind.items():
             if kind != "pp":
                 assert exposed <= e.comm_total_s.get(kind, 0.0) * (1 + 1e-9) + 1e-12, (model, kw, kind)
+
+
+def test_compiled_is_never_slower_than_eager_issue(random_estimates):
+    """CUDA graphs remove the CPU's per-kernel cost and nothing else: the same layout compiled is never slower than
+    issued eagerly with the same (fused) kernels."""
+    for model, kw, e in random_estimates[:15]:
+        fused = estimate(*build(model, **{**kw, "execution": "fused"}))
+        compiled = estimate(*build(model, **{**kw, "execution": "compiled"}))
+        assert compiled.step_time_s <= fused.step_time_s * (1 + 1e-9), (model, kw)
 
 
 def test_more_network_bandwidth_never_makes_a_step_slower(random_estimates):
@@ -273,3 +282,54 @@ def test_llama3_placement_memory_is_the_second_stages():
     e = estimate(model, cluster("h100-80gb", 8192), layout)
     per_layer = layer_activation_bytes(model, layout, 1, "none")
     assert e.memory_per_gpu_bytes["activations"] == pytest.approx(141 * per_layer)
+
+
+def _tiny_gpt_fsdp(execution: str):
+    """A GPT so small that its kernels run shorter than the CPU takes to issue them: 256 wide, 128 tokens."""
+    return build("custom", layers=2, hidden=256, heads=4, vocab=1024, seq_len=128, gpus=8, tp=1, zero_stage=3,
+                 micro_batch=1, global_batch=8, execution=execution)
+
+
+def test_eager_kernels_wait_for_the_cpu_that_issues_them():
+    """Eager PyTorch issues each op from the CPU, about 5 µs each (2 µs PyTorch's dispatcher, 3 µs CUDA's launch);
+    counted by hand, a GPT layer under FSDP issues in forward 4 GEMMs, attention, 2 norms, GeLU and 2 residual adds,
+    and FSDP's cast, all-gather and copy-out: 13 kernels, 65 µs, more than the tiny layer's GPU time. Compiled (CUDA
+    graphs) pays none of it."""
+    model, hw, layout = _tiny_gpt_fsdp("eager")
+    one = Group(1, 1)
+    eager = layer_time(model, layout, hw, 1, one, one, one)
+    compiled = layer_time(model, replace(layout, execution="compiled"), hw, 1, one, one, one)
+    assert eager.forward == pytest.approx(13 * 5e-6, rel=1e-12)
+    assert compiled.forward < eager.forward
+    # backward: 8 GEMMs, attention's 2, 5 element-wise, FSDP's gather (3) and reduce-scatter (2): 20 kernels
+    assert eager.backward_input + eager.backward_weight == pytest.approx(20 * 5e-6, rel=1e-12)
+
+
+def test_eager_optimizer_is_torchs_foreach_adamw_on_the_shard():
+    """Eager PyTorch FSDP steps torch.optim.AdamW (foreach) on its fp32 shard, after clip_grad_norm_: weight decay
+    (8 bytes), lerp of m (12), v's mul and addcmul (8 + 12), sqrt, div and add of the denominator (3 × 8), addcdiv
+    (16), and the clipping's read and scale (4 + 8): 92 bytes a parameter at 0.85 of HBM; Megatron's fused Adam
+    38. Each rank steps 1/8 of the parameters."""
+    model, hw, layout = _tiny_gpt_fsdp("eager")
+    params = model.params() / 8
+    for execution, per_param in (("eager", 92), ("fused", 38)):
+        e = estimate(model, hw, replace(layout, execution=execution))
+        assert e.optimizer_s == pytest.approx(params * per_param / (3350e9 * 0.85), rel=1e-9), execution
+
+
+def test_the_step_waits_for_its_slowest_gpu_more_as_ranks_grow():
+    """GPUs of one SKU vary by 8 % (Sinha et al. SC'22, taken as the range over 1,000 GPUs: σ = 8 % / (2 · 3.24));
+    a synchronous step runs at its slowest GPU's pace: compute × σ × the expected largest of n normals (Blom:
+    Φ⁻¹((n − 0.375) / (n + 0.25))). Weak scaling therefore slows as the GPUs grow, compute per GPU unchanged."""
+    from statistics import NormalDist
+
+    sigma = 0.08 / (2 * 3.24)
+    runs = {}
+    for gpus in (8, 512):
+        e = estimate(*build("llama3-8b", gpus=gpus, tp=1, zero_stage=1, micro_batch=1, global_batch=gpus,
+                            recompute="none"))
+        slowest = NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
+        assert e.straggler_s == pytest.approx(e.compute_s * sigma * slowest, rel=1e-12), gpus
+        runs[gpus] = e
+    assert runs[512].compute_s == pytest.approx(runs[8].compute_s, rel=1e-12)
+    assert runs[512].straggler_s > 1.3 * runs[8].straggler_s
