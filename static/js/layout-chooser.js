@@ -1,5 +1,5 @@
 /**
- * The layout chooser: model, sequence length, GPUs, GPU type, attention kernel and network bandwidth in ->
+ * The layout chooser: model, sequence length, GPUs, GPU type, attention kernel, execution and network bandwidth in ->
  * GET /api/estimate/search
  * (simulations.estimate on the server: every TP × PP × CP layout the cluster allows, a mixture of experts'
  * EP degrees, ZeRO-1 or 3 (also hybrid sharded, HSDP), 1F1B or interleaved, each with its fastest
@@ -24,6 +24,9 @@ const FIELDS = [
   { name: 'attention_kernel', label: 'Attention', type: 'select',
     options: [['auto', 'auto'], ['fa2', 'FlashAttention-2'], ['fa3', 'FlashAttention-3'], ['cudnn', 'cuDNN'],
               ['triton_fa1', 'Triton (2022)'], ['fa1', 'FlashAttention (v1)']] },
+  { name: 'execution', label: 'Execution', type: 'select',
+    options: [['auto', 'auto'], ['eager', 'eager PyTorch'], ['fused', 'fused (Megatron)'],
+              ['compiled', 'compiled / CUDA graphs']] },
   { name: 'network_gbps', label: 'Network / node (Gb/s)', type: 'number', min: 100, step: 100 },
 ];
 
