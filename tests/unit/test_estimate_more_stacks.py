@@ -34,7 +34,11 @@ global batch = 2 × GPUs. Llama 2 7B (HSDP: sharded within each 8-GPU node, repl
 checkpointing), CodeLlama-shaped 34B (48 layers, hidden 8,192, 64 heads, 8 KV heads, FFN 22,016) and Llama 2 70B
 (FSDP over all GPUs, full checkpointing) (fms_fsdp/utils/config_utils.py); vocabulary 32,000. On 128 A100 80 GB
 and 96 H100 80 GB; the node networks, "400Gbps" for the A100 cluster and "800 Gbps" for the H100 one, are from the
-same README's later version (commit ed74fd5, which says the same scripts ran on both), taken as per node.
+same README's later version (commit ed74fd5, which says the same scripts ran on both), taken as per node; the same
+authors' blog of these rows (pytorch.org/blog/maximizing-training, 2024-03-13) says "400Gbps inter-node interconnect"
+and "800Gbps inter-node interconnect" ("128 A100 GPUs with 400Gbps network connectivity and GPU direct RDMA") and
+publishes no measured collective bandwidth; its H100 profile shows "a 10% gap due to network 'peeking' out", the
+rest put down (as a hypothesis) to HBM bandwidth.
 Left out: the 13B row ("Selective AC" with the fraction of checkpointed blocks unpublished; fms-fsdp's
 `selective_checkpointing` takes any fraction) and the later version's rows with torch.compile (ed74fd5): the
 estimator has no input for eager against compiled.
