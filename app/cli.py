@@ -205,6 +205,10 @@ def estimate_cmd(
     cross_entropy: Annotated[str, typer.Option(
         help="The loss: fp32 (an fp32 softmax beside the bf16 logits, Megatron-LM, torch) or fused (flash-attn's "
              "fused cross entropy, LLM Foundry).")] = "fp32",
+    execution: Annotated[str, typer.Option(
+        help="How kernels reach the GPU: eager (PyTorch ops, one kernel each, foreach AdamW: FSDP stacks), fused "
+             "(Megatron-core / TransformerEngine), compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); "
+             "auto: eager with --zero-stage 3, fused otherwise.")] = "auto",
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
     search: Annotated[bool, typer.Option(
         "--search", help="Search the layouts instead (TP, PP, CP, EP, ZeRO or HSDP, schedule, micro-batch; the layout "
@@ -228,7 +232,7 @@ def estimate_cmd(
             overlap_p2p_comm=overlap_p2p_comm, grad_accumulation_fusion=grad_accumulation_fusion,
             grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
             recompute_every=recompute_every, network_gbps=network_gbps, optimizer_dtype=optimizer_dtype,
-            cross_entropy=cross_entropy, check_layout=not search)
+            cross_entropy=cross_entropy, execution=execution, check_layout=not search)
         if search:
             found = [e.as_dict() for e in est.search(spec, cluster, layout, top=top)]
         else:
@@ -255,8 +259,9 @@ def estimate_cmd(
         *([("context parallel", f"CP by {result['cp_comm']}")] if result["cp"] > 1 else []),
         ("micro-batch / virtual stages", f"{result['micro_batch']} × {result['micro_batches']} per step, "
                                          f"v = {result['virtual_stages']}, recompute {result['recompute']}"),
-        ("precision / attention / network", f"{result['precision']}, {result['attention_kernel']}, "
-                                            f"{result['network_gbps']:,.0f} Gb/s per node"),
+        ("precision / attention / execution / network", f"{result['precision']}, {result['attention_kernel']}, "
+                                                        f"{result['execution']}, "
+                                                        f"{result['network_gbps']:,.0f} Gb/s per node"),
         ("step time", f"{result['step_time_s']:.3f} s"),
         ("tokens/s", f"{result['tokens_per_s']:,.0f}"),
         ("model TFLOP/s per GPU", f"{result['model_tflops_per_gpu']:.0f}"),

@@ -39,8 +39,22 @@ Measured:
   PAT; per ring step 3.4 µs on NVLink and 14 µs across the network; per tree level 4.0 µs (NVLink) and 14 µs
   (network); PAT, for all-gathers and reduce-scatters with one GPU per node only, 14/3.5 µs per level plus
   2.8 µs per rank, at 0.75 of the ring's bus bandwidth.
+- the shape at which each GPU reached its MAMF (ml-engineering, compute/accelerator/README.md, MAMF table, "Best
+  Shape MxNxK" column, at 744d01e): A100 SXM 1024×10240×5120, H100 SXM 2048×2048×13312 ("H200 is the same"),
+  B200 SXM 1792×16128×3072. H100's best is one wave of 128 × 256 tiles (128 tiles on 132 SMs) with the longest K
+  of all: what each tile pays once, whatever its K, weighs least there (compute.matmul_time).
+
+- GPUs of one SKU in one cluster do not run alike: Sinha et al., "Not All GPUs Are Created Equal: Characterizing
+  Variability in Large-Scale, Accelerator-Rich Systems", SC'22 (arXiv:2208.11035 v3), abstract: "8% (max 22%)
+  average performance variation even though the GPU architecture and vendor SKU are identical within each cluster,
+  with outliers up to 1.5X slower than the median GPU" (Summit, Vortex, Frontera, Longhorn, Corona; over 90 % of
+  their GPUs). A synchronous step runs at the pace of its slowest GPU (simulations/estimate/cost.py, stragglers).
 
 Assumptions (no published microbenchmark read for them; stated so that they can be checked):
+- GPU speed across a cluster is normal, and the 8 % "variation" above is its expected range (max − min) over the
+  ~1,000 GPUs a cluster measured: 2 · 3.24 σ (3.24, the expected largest of 1,000 standard normals), so
+  σ = 8 % / 6.5 = 1.2 % (`GPU_SPEED_SIGMA`); the same on A100, H100 and B200 clusters (the paper measured V100 and
+  MI60);
 - H100 SXM sustains what H200 does (same GH100 compute and 700 W cap; the MAMF table says "H200 is the same");
 - A100 SXM sustains the same fraction of its MAMF as H200 does of its own (698.6 / 823.9): 271.2 × 0.848 = 230;
 - FlashAttention's figures are bursts too: they are scaled by the same sustained / burst ratio;
@@ -72,6 +86,7 @@ NETWORK_EFFICIENCY = NVLINK_BUS_EFFICIENCY  # assumption: same fraction of the N
 HBM_EFFICIENCY = 0.85  # assumption: streaming element-wise kernels
 H200_SUSTAINED_OVER_BURST = 698.6 / 823.9  # MSMF over MAMF, all 8 GPUs of the node busy (ml-engineering)
 H200_SUSTAINED = 698.6 * 10**12  # FLOP/s; H100 SXM assumed the same (see above)
+GPU_SPEED_SIGMA = 0.08 / (2 * 3.24)  # GPUs' speed spread in one cluster (Sinha et al. SC'22; see above)
 
 # Message size at which an NCCL collective gets half its large-message bandwidth, for a 450 GB/s link:
 # 58 MB runs at 150 of 370 GB/s on 8 × H100 (scaling book, gpus.md), so 58 MB · (370/150 − 1) ≈ 85 MB.
@@ -102,6 +117,7 @@ class GPU:
     short: str = ""  # what slides call it ("H100"); empty: not named that way
     memory_total: float = 0.0  # bytes nvidia-smi reports (memory.total); 0: the datasheet's hbm_bytes
     fp8_flops: float = 0.0  # dense FP8 peak, FLOP/s; 0: no FP8 tensor cores
+    mamf_shape: tuple[int, int, int] = (8192, 8192, 8192)  # M, N, K at which `matmul_flops` was measured
 
     @property
     def usable_bytes(self) -> float:
@@ -122,25 +138,29 @@ GPUS: dict[str, GPU] = {
     "a100-80gb": GPU("a100-80gb", "A100 SXM 80 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
                      sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
                      hbm_bytes=80 * GB, hbm_bandwidth=2039 * GB, nvlink_bandwidth=300 * GB, sms=108,
-                     node_egress=8 * 200 / 8 * GB, short="A100", memory_total=81920 * MiB),
+                     node_egress=8 * 200 / 8 * GB, short="A100", memory_total=81920 * MiB,
+                     mamf_shape=(1024, 10240, 5120)),
     # the same chip and clocks as the 80 GB part: its matmul rates are taken to be the same (no MAMF run published)
     "a100-40gb": GPU("a100-40gb", "A100 SXM 40 GB", peak_flops=312 * TFLOP, matmul_flops=271.2 * TFLOP,
                      sustained_flops=271.2 * TFLOP * H200_SUSTAINED_OVER_BURST,
                      hbm_bytes=40 * GB, hbm_bandwidth=1555 * GB, nvlink_bandwidth=300 * GB, sms=108,
-                     node_egress=8 * 200 / 8 * GB, short="A100 40 GB", memory_total=40960 * MiB),
+                     node_egress=8 * 200 / 8 * GB, short="A100 40 GB", memory_total=40960 * MiB,
+                     mamf_shape=(1024, 10240, 5120)),
     "h100-80gb": GPU("h100-80gb", "H100 SXM 80 GB", peak_flops=989 * TFLOP, matmul_flops=794.5 * TFLOP,
                      sustained_flops=H200_SUSTAINED,
                      hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,
                      node_egress=8 * 400 / 8 * GB, short="H100", memory_total=81559 * MiB,
-                     fp8_flops=1979 * TFLOP),
+                     fp8_flops=1979 * TFLOP, mamf_shape=(2048, 2048, 13312)),
     "h200": GPU("h200", "H200 SXM 141 GB", peak_flops=989 * TFLOP, matmul_flops=841.9 * TFLOP,
                 sustained_flops=H200_SUSTAINED,
                 hbm_bytes=141 * GB, hbm_bandwidth=4800 * GB, nvlink_bandwidth=450 * GB, sms=132,
-                node_egress=8 * 400 / 8 * GB, short="H200", fp8_flops=1979 * TFLOP),
+                node_egress=8 * 400 / 8 * GB, short="H200", fp8_flops=1979 * TFLOP,
+                mamf_shape=(2048, 2048, 13312)),
     "b200": GPU("b200", "B200 SXM 180 GB", peak_flops=2250 * TFLOP, matmul_flops=1770.9 * TFLOP,
                 sustained_flops=1426.4 * TFLOP,
                 hbm_bytes=180 * GB, hbm_bandwidth=8000 * GB, nvlink_bandwidth=900 * GB, sms=148,
-                node_egress=8 * 400 / 8 * GB, short="B200", fp8_flops=4500 * TFLOP),
+                node_egress=8 * 400 / 8 * GB, short="B200", fp8_flops=4500 * TFLOP,
+                mamf_shape=(1792, 16128, 3072)),
 }
 
 class UnknownGPU(KeyError):

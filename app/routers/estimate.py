@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app import estimate_math
 from simulations import estimate as est
 from simulations.estimate.kernels import AttentionKernel
-from simulations.estimate.layout import CPComm, CrossEntropy, OptimizerDtype, Precision, Recompute, Schedule
+from simulations.estimate.layout import CPComm, CrossEntropy, Execution, OptimizerDtype, Precision, Recompute, Schedule
 from simulations.estimate.timeline import span_count
 
 router = APIRouter(prefix="/api", tags=["estimate"])
@@ -89,6 +89,10 @@ class EstimateParams(BaseModel):
                                                      "v (12 bytes a parameter), or bf16 (Apex's distributed Adam: 6)")
     cross_entropy: CrossEntropy = Field("fp32", description="The loss: an fp32 softmax beside the bf16 "
                                                     "logits (Megatron-LM, torch), or fused (flash-attn's kernel)")
+    execution: Execution = Field("auto", description="How kernels reach the GPU: eager (PyTorch ops, one kernel "
+                                 "each, foreach AdamW: FSDP stacks), fused (Megatron-core / TransformerEngine), "
+                                 "compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); auto: eager with "
+                                 "ZeRO-3, fused otherwise")
 
 
 class EstimateQuery(EstimateParams):
@@ -99,7 +103,8 @@ class EstimateQuery(EstimateParams):
 class Span(BaseModel):
     stream: Literal["compute", "comm"]
     rank: int = Field(description="Pipeline rank (stage index without virtual stages)")
-    kind: str = Field(description="F, B, W, opt or step (a DiLoCo inner step) (compute); dp, tp, zero3, cp, ep or "
+    kind: str = Field(description="F, B, W, opt, step (a DiLoCo inner step) or wait (for the slowest GPU) (compute); "
+                                  "dp, tp, zero3, cp, ep or "
                                   "outer (DiLoCo's pseudo-gradient all-reduce) (communication)")
     stage: int
     mb: int = Field(description="Micro-batch; -1 for the step's DP reduction and the optimizer step")
@@ -137,6 +142,7 @@ class EstimateResult(BaseModel):
     recompute: str
     attention_kernel: str = Field(description="The attention kernel timed (auto resolved), or unfused")
     precision: str
+    execution: str = Field(description="The execution timed (auto resolved): eager, fused or compiled")
     network_gbps: float = Field(description="Network bandwidth leaving one node, Gb/s")
     global_batch: int
     micro_batch: int = Field(description="Sequences per micro-batch (chosen when auto)")
@@ -153,6 +159,8 @@ class EstimateResult(BaseModel):
     comm_bytes_per_gpu: dict[str, float] = Field(description="Bytes one GPU sends per step, by kind (ring counts)")
     compute_s: float
     optimizer_s: float
+    straggler_s: float = Field(description="What the step waits for its slowest GPU (GPU-to-GPU speed spread, growing "
+                                           "with the GPUs that synchronise)")
     memory_per_gpu_bytes: dict[str, float] = Field(description="Bytes per GPU by role, and total")
     gpu_memory_bytes: float
     usable_memory_bytes: float = Field(description="What the step may hold: the device's total less CUDA's reserve, "

@@ -11,6 +11,16 @@ T = max(bytes / W_GPU egress, bytes / W_node egress), and the sharded-axis form)
 Per rank of a ring all-reduce of S bytes: 2(N−1) steps of S/N, so the time is
 2(N−1)/N · S / bandwidth + latency; an all-gather or a reduce-scatter is half of it.
 The byte counts come from simulations.formulas, the same functions the live runs check against.
+
+What grows with the nodes: a ring's latency, 2(N−1) steps of which the 2(nodes−1) that leave a node pay the
+network's per-step latency (NCCL's model, ring_latency), so a reduction over hundreds of nodes waits milliseconds
+per call; the tree and PAT algorithms are taken where their log-depth latency is shorter. Network tiers beyond one
+leaf group are not charged: NVIDIA's reference fabrics are "full non-blocking fat tree[s]" in a "leaf-spine manner",
+"rail-optimized" (NVIDIA Enterprise Reference Architecture, HGX AI Factory H100/H200/B200, "Networking Physical
+Topologies"; DGX SuperPOD builds them of 32-node scalable units), so crossing the spine costs no bandwidth, and its
+extra switch hops (well under a microsecond each) are inside the 14 µs a network step already pays in NCCL's model,
+which has no tier term either. An oversubscribed fabric would be slower than this model says: `--network-gbps`
+states what a node really gets.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ and the TP, CP and EP collectives the layer waits for (collectives.py). Assemble
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -12,27 +13,84 @@ from simulations.estimate import collectives, kernels, traffic
 from simulations.estimate.collectives import Group
 from simulations.estimate.layout import Layout, kv_heads_per_tp_rank
 from simulations.estimate.models import BF16, Model
-from simulations.hardware import HBM_EFFICIENCY, Cluster
+from simulations.hardware import GPU, HBM_EFFICIENCY, Cluster
 
 
 # The optimizer step per parameter it owns, all memory-bound passes (Megatron-LM's mixed-precision
 # optimizer): the gradient norm reads the fp32 gradient (4); Adam reads gradient, master, m, v (16) and
 # writes master, m, v (12); the updated master is copied into the bf16 weight (read 4, write 2).
 ADAM_BYTES_PER_PARAM = 4 + 16 + 12 + 6
+# PyTorch's own AdamW (torch/optim/adamw.py, _multi_tensor_adamw, the foreach default on CUDA), on the fp32 shard
+# FSDP keeps (its flat parameter is the master copy): weight decay param.mul_ (read 4, write 4); exp_avg.lerp_(grad)
+# (8, 4); exp_avg_sq.mul_ (4, 4) then addcmul_(grad, grad) (8, 4); the denominator by _foreach_sqrt, _foreach_div_
+# and _foreach_add_(eps) (4, 4 each); param.addcdiv_(exp_avg, denom) (12, 4): 80 bytes. Before it
+# torch.nn.utils.clip_grad_norm_ reads every gradient for the norm (4) and scales it in place (4, 4).
+FOREACH_ADAMW_BYTES_PER_PARAM = 8 + 12 + 8 + 12 + 3 * 8 + 16 + 4 + 8
+# What PyTorch spends on the CPU to issue one eager kernel: its dispatcher, "on the order of 2 μs" a call on a
+# torch.Tensor (pytorch/pytorch, benchmarks/overrides_benchmark/README.md), and CUDA's launch of it, about 3 µs on
+# recent GPUs and drivers (NVIDIA developer forums, "Too much time for kernel launch latency", 2022: null kernels'
+# launch overhead). CUDA graphs replay a captured sequence without either (CUDA programming guide, "CUDA Graphs").
+EAGER_KERNEL_CPU_S = (2 + 3) * 1e-6
 TILE_M, TILE_N = 128, 256  # a large bf16 cuBLAS/CUTLASS tile: a matmul runs in waves of these over the SMs
+# A tile's k-block: 64 bf16 (or 128 FP8) elements, 128 bytes a row (CUTLASS's sm90 128×256×64 bf16 and ×128 FP8 tiles)
+TILE_K_BYTES = 128
+
+
+def tile_overhead(gpu: GPU) -> float:
+    """Seconds a wave of tiles spends beside its main loop, whatever its K: every SM loads its first k-block of A
+    and B before the first multiply ((128 + 256) rows of 128 bytes) and stores its 128 × 256 bf16 output after the
+    last, all SMs at once over HBM. From the datasheet's bandwidth and SM count (hardware.py), not measured."""
+    per_tile = (TILE_M + TILE_N) * TILE_K_BYTES + TILE_M * TILE_N * BF16
+    return per_tile * gpu.sms / (gpu.hbm_bandwidth * HBM_EFFICIENCY)
+
+
+def waves(m: float, n: float, gpu: GPU) -> int:
+    return math.ceil(math.ceil(m / TILE_M) * math.ceil(n / TILE_N) / gpu.sms)
+
+
+@functools.cache
+def mainloop_flops_per_sm(gpu: GPU) -> float:
+    """FLOP/s one SM's main loop sustains, from the GPU's one measured point: at the shape that reached its MAMF
+    (hardware.GPU.mamf_shape), the sustained rate, waves of (main loop + tile_overhead). So that shape runs at
+    exactly the sustained rate, and a GEMM of short K (a small model's Q/K/V, O and FFN-up, K = hidden) below it."""
+    m, n, k = gpu.mamf_shape
+    per_wave = 2 * m * n * k / gpu.sustained_flops / waves(m, n, gpu)
+    return 2 * TILE_M * TILE_N * k / (per_wave - tile_overhead(gpu))
 
 
 def matmul_time(m: float, n: float, k: float, cluster: Cluster, fp8: bool = False) -> float:
-    """[m, k] × [k, n] in bf16: the sustained rate, less idle SMs in the last wave; or HBM-bound. `fp8`: the
+    """[m, k] × [k, n] in bf16: waves of 128 × 256 tiles over the SMs (the last wave's idle SMs wasted), each wave its
+    main loop over K plus what a tile pays once (tile_overhead), never faster than the sustained rate; or HBM-bound. `fp8`: the
     inputs in FP8 at the GPU's FP8 rate (hardware.GPU.fp8_flops; the same sustained fraction), 1 byte an input."""
     gpu = cluster.gpu
-    tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
-    waves = math.ceil(tiles / gpu.sms)
-    busy = tiles / (waves * gpu.sms)
-    flops = 2 * m * n * k
-    rate = gpu.sustained_flops * (gpu.fp8_flops / gpu.peak_flops if fp8 else 1.0)
+    fp8_speedup = gpu.fp8_flops / gpu.peak_flops if fp8 else 1.0
+    per_wave = 2 * TILE_M * TILE_N * k / (mainloop_flops_per_sm(gpu) * fp8_speedup) + tile_overhead(gpu)
+    # never above the sustained rate: the MAMF is the best of every shape scanned, so no shape beats it
+    compute = max(waves(m, n, gpu) * per_wave, 2 * m * n * k / (gpu.sustained_flops * fp8_speedup))
     moved = (1 if fp8 else BF16) * (m * k + k * n) + BF16 * m * n
-    return max(flops / (rate * busy), moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
+    return max(compute, moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
+
+
+def optimizer_bytes_per_param(layout: Layout) -> float:
+    """HBM bytes the optimizer step moves per parameter it owns: torch.optim's foreach AdamW and a clipping pass in
+    an eager PyTorch stack, a fused Adam otherwise (Megatron-core's; torch.compile fuses the foreach passes too)."""
+    return FOREACH_ADAMW_BYTES_PER_PARAM if layout.executes == "eager" else ADAM_BYTES_PER_PARAM
+
+
+def layer_kernels(model: Model, layout: Layout) -> tuple[int, int]:
+    """Kernels one layer issues per micro-batch, forward and backward, one per op as eager PyTorch runs them: two
+    norms, the Q/K/V, O, FFN-up (and gate) and FFN-down GEMMs, attention, the activation (and SwiGLU's product), two
+    residual adds (and two dropouts). Backward: two GEMMs per GEMM (input and weight gradients), attention's
+    backward (its pre-processing pass and the kernel), and one per element-wise op, the residual's gradient adds
+    among them. ZeRO-3 (FSDP) adds per unit: the cast of the shard, its all-gather and the copy out of the flat
+    buffer before forward and again before backward, and the gradient's cast and reduce-scatter after it."""
+    gemms = 5 if model.gated_mlp else 4
+    elementwise = 2 + (2 if model.gated_mlp else 1) + 2 + (2 if model.dropout else 0)  # norms, activation, adds, drops
+    forward = gemms + 1 + elementwise
+    backward = 2 * gemms + 2 + elementwise
+    if layout.zero_stage == 3:
+        forward, backward = forward + 3, backward + 3 + 2
+    return forward, backward
 
 
 def fp8_cast_bytes(rows: float, n: float, k: float) -> tuple[float, float]:
@@ -113,15 +171,23 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         attn_bwd = 2 * (qk + av) + 1.5 * (softmax + dropout)
     # memory-bound passes over [tokens, h] (replicated on TP ranks without sequence parallelism)
     sp = t if (layout.sequence_parallel and t > 1) else 1
-    per_row = 2 * 4 * h + 2 * (3.5 if model.dropout else 3) * h  # 2 norms, 2 (dropout +) residual adds
+    # 2 norms (read h, write h in bf16: 4h bytes); 2 residual adds, each reading two [tokens, h] and writing one (6h),
+    # with dropout fused in (Megatron's bias-dropout-add: and its 1-byte mask, 7h) or, eager, a dropout pass of its own
+    # first (read 2h, write 2h and the mask: 5h more)
+    add = 2 * BF16 + BF16 + (1 + (2 * BF16 + 1 if layout.executes == "eager" else 0) if model.dropout else 0)
+    per_row = 2 * 4 * h + 2 * add * h
     per_row_tp = (6 if model.gated_mlp else 4) * f * experts / t  # GeLU or SwiGLU
-    elementwise = memory_time(BF16 / 2 * (tokens * per_row / sp + tokens * per_row_tp), cluster)
+    elementwise = memory_time(tokens * per_row / sp + tokens * per_row_tp, cluster)
     forward = forward_mm + attn_fwd + elementwise
     backward_input = backward_in + attn_bwd + 1.5 * elementwise
     if c > 1 and layout.cp_comm == "ring":
         merge_f, merge_b = ring_merge_bytes(model, tokens, t, c)
         forward += memory_time(merge_f, cluster)
         backward_input += memory_time(merge_b, cluster)
+    if layout.executes != "compiled":  # the GPU waits when the CPU issues a layer's kernels slower than they run
+        kernels_f, kernels_b = layer_kernels(model, layout)
+        forward = max(forward, kernels_f * EAGER_KERNEL_CPU_S)
+        backward_input += max(0.0, kernels_b * EAGER_KERNEL_CPU_S - backward_input - backward_w)
     if layout.recompute == "full":
         recompute = forward
     elif layout.recompute == "selective" and not model.flash_attention:

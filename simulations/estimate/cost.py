@@ -1,7 +1,9 @@
 """The cost model: one training step of a model, laid out on a cluster, in seconds and bytes.
 
-Compute: every matmul of a layer at the GPU's sustained matmul rate (at its power cap, as training
-runs), less the waves its tiles leave idle; attention fused at the rate its kernel's own benchmarks publish for the GPU,
+Compute: every matmul of a layer in waves of tiles over the SMs, each wave its main loop at the GPU's sustained
+matmul rate (at its power cap, as training runs) and a fixed cost per tile (so short-K GEMMs run below it), the
+last wave's idle SMs wasted; in eager execution no faster than the CPU issues the layer's kernels (compute.py);
+attention fused at the rate its kernel's own benchmarks publish for the GPU,
 head size, causal mask, direction and length (kernels.py), or unfused as two
 batched matmuls and a softmax on a roofline; norms, activations, dropouts and residual adds are
 memory-bound passes over HBM. Backward is twice the forward's matmuls (input and weight
@@ -29,6 +31,8 @@ on a stream beside compute with the dependencies a real step has:
   Each parameter is reduced (and, under ZeRO, sharded) over the ranks that replicate it: the dense ones
   over DP·CP, a mixture of experts' expert weights over their expert-data-parallel group, dp·cp/ep ranks
   (`replica_groups`).
+The optimizer step is a memory-bound pass over the shard each rank owns (a fused Adam, or torch's foreach AdamW and a
+clipping pass in eager PyTorch); and the step waits for its slowest GPU (straggler_allowance).
 Memory per GPU: simulations.formulas (model states by ZeRO stage, activations per layer).
 
 Where each part lives: compute.py (a layer's kernels and its TP/CP/EP collectives), traffic.py (the bytes
@@ -39,14 +43,16 @@ each parallelism hands its collectives, and over which ranks), memory.py (what a
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
+from statistics import NormalDist
 
 from simulations import formulas
 from simulations.estimate import collectives, compute, kernels, memory, schedule, timeline, traffic, trust
 from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, kv_heads_per_tp_rank, validate
 from simulations.estimate.models import BF16, Model
-from simulations.hardware import ALLOCATOR_FRAGMENTATION, Cluster
+from simulations.hardware import ALLOCATOR_FRAGMENTATION, GPU_SPEED_SIGMA, Cluster
 
 
 @dataclass
@@ -65,6 +71,7 @@ class Estimate:
     compute_s: float  # busy compute of the busiest stage, step total
     optimizer_s: float
     memory_per_gpu_bytes: dict[str, float]
+    straggler_s: float
     tokens_per_s: float
     model_flops: float
     comm_bytes_per_gpu: dict[str, float] = field(default_factory=dict)
@@ -102,6 +109,7 @@ class Estimate:
             "recompute": self.layout.recompute,
             "recompute_every": self.layout.recompute_every,
             "precision": self.layout.precision,
+            "execution": self.layout.executes,
             "attention_kernel": (kernels.default_kernel(self.cluster.gpu) if self.layout.attention_kernel == "auto"
                                  else self.layout.attention_kernel) if self.model.flash_attention else "unfused",
             "network_gbps": self.cluster.node_egress * 8 / 1e9,
@@ -119,6 +127,7 @@ class Estimate:
             "comm_total_s": self.comm_total_s,
             "compute_s": self.compute_s,
             "optimizer_s": self.optimizer_s,
+            "straggler_s": self.straggler_s,
             "comm_bytes_per_gpu": self.comm_bytes_per_gpu,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "gpu_memory_bytes": self.cluster.gpu.hbm_bytes,
@@ -128,6 +137,21 @@ class Estimate:
             "validation": trust.trust(self.cluster.gpu.name, tp=self.layout.tp, pp=self.layout.pp,
                                       cp=self.layout.cp),
         }
+
+
+@functools.cache
+def expected_slowest(ranks: int) -> float:
+    """The expected largest of `ranks` standard normal draws (Blom's approximation, Φ⁻¹((n − 0.375)/(n + 0.25));
+    0 for one rank): how many standard deviations the slowest GPU of a synchronous step lies from the mean."""
+    return NormalDist().inv_cdf((ranks - 0.375) / (ranks + 0.25)) if ranks > 1 else 0.0
+
+
+def straggler_allowance(compute_s: float, ranks: int) -> float:
+    """Seconds a synchronous step waits for its slowest GPU: every collective ties the ranks together, so the
+    busiest stage's compute runs at the pace of the slowest of the `ranks` GPUs, GPU_SPEED_SIGMA (hardware.py,
+    Sinha et al. SC'22) times the expected largest of that many normal draws slower. It grows with the ranks as
+    sqrt(2 ln n): 8 GPUs +1.7 %, 512 +3.6 %, 16,384 +4.7 % of compute."""
+    return compute_s * GPU_SPEED_SIGMA * expected_slowest(ranks)
 
 
 def estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool = False) -> Estimate:
@@ -310,12 +334,13 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         comm_total["dp"] = reduce
     optimizer_params = sum(params / (ranks if layout.zero_stage >= 1 else 1)  # the optimizer steps the shard it owns
                            for params, ranks in zip(memory.stage_param_split(model, layout, 0), memory.shard_ranks(layout, dp * c)))
-    optimizer = compute.memory_time(optimizer_params * compute.ADAM_BYTES_PER_PARAM, cluster)
-    step = timed.makespan + exposed["dp"] + optimizer
+    optimizer = compute.memory_time(optimizer_params * compute.optimizer_bytes_per_param(layout), cluster)
     exposed["pp"] = max(0.0, timed.makespan - (sum(dur["F"]) + sum(dur["B"]) + sum(dur["W"]) * (
         layout.schedule == "zero_bubble")) * m / p) if p > 1 else 0.0
     exposed_total = sum(v for k, v in exposed.items() if k != "pp")
     compute_s = (lt.forward + lt.backward_input + lt.backward_weight + lt.recompute) * model.layers / p * m
+    straggle = straggler_allowance(compute_s, cluster.gpus)
+    step = timed.makespan + exposed["dp"] + optimizer + straggle
     mem = memory.memory(model, layout, cluster, b, m, v)
     activation_bytes = tokens * model.hidden * BF16
     # 2 in each forward (and in its replay under full recomputation), 2 backward
@@ -364,11 +389,16 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                           "end": timed.makespan + exposed["dp"]})
         for r in range(p):  # every stage steps its own optimizer once the gradients are reduced
             spans.append({"stream": "compute", "rank": r, "kind": "opt", "stage": r, "mb": -1,
-                          "start": timed.makespan + exposed["dp"], "end": step})
+                          "start": timed.makespan + exposed["dp"], "end": step - straggle})
+    if spans and straggle:  # what the step waits for its slowest GPU, shown at its end (straggler_allowance)
+        end = max(span["end"] for span in spans)
+        spans += [{"stream": "compute", "rank": r, "kind": "wait", "stage": r, "mb": -1, "start": end,
+                   "end": end + straggle} for r in range(p)]
     return Estimate(
         model=model, cluster=cluster, layout=layout, dp=dp, micro_batches=m, step_time_s=step,
         pipeline_s=timed.makespan, bubble_fraction=timed.bubble_fraction, exposed_comm_s=exposed_total,
         exposed_by_kind=exposed, comm_total_s=comm_total, compute_s=compute_s, optimizer_s=optimizer,
+        straggler_s=straggle,
         memory_per_gpu_bytes=mem, tokens_per_s=layout.global_batch * model.seq_len / step,
         model_flops=model.model_flops(layout.global_batch * model.seq_len),
         comm_bytes_per_gpu=wire,

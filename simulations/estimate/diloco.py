@@ -74,7 +74,7 @@ def outer_round(model: Model, cluster: Cluster, layout: Layout, workers: int, in
         exposed_by_kind={**{k: h * v for k, v in inner.exposed_by_kind.items()}, "outer": sync},
         comm_total_s={**{k: h * v for k, v in inner.comm_total_s.items()}, "outer": sync,
                       "dp_baseline": h * baseline.comm_total_s["dp"]},
-        compute_s=h * inner.compute_s, optimizer_s=h * inner.optimizer_s + outer_step,
+        compute_s=h * inner.compute_s, optimizer_s=h * inner.optimizer_s + outer_step, straggler_s=h * inner.straggler_s,
         memory_per_gpu_bytes=memory, tokens_per_s=h * sequences * model.seq_len / step,
         model_flops=h * model.model_flops(sequences * model.seq_len),
         comm_bytes_per_gpu={**{k: h * v for k, v in inner.comm_bytes_per_gpu.items()},

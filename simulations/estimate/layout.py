@@ -29,6 +29,13 @@ OptimizerDtype = Literal["fp32", "bf16"]
 CrossEntropy = Literal["fp32", "fused"]
 OPTIMIZER_DTYPES = get_args(OptimizerDtype)
 CROSS_ENTROPIES = get_args(CrossEntropy)
+# How the step's kernels reach the GPU (compute.py): "eager", PyTorch ops one kernel each, issued from Python (PyTorch
+# FSDP stacks: LLM Foundry, torchtitan without compile), with torch.optim's foreach AdamW and a separate clipping pass;
+# "fused", eager issue of fused kernels (Megatron-core, TransformerEngine: bias-dropout-add fused, fused Adam);
+# "compiled", torch.compile or CUDA graphs: fused kernels replayed with no per-kernel CPU cost. "auto": "eager" for
+# ZeRO-3 (the PyTorch FSDP stacks that shard parameters), "fused" otherwise (Megatron-core, the other defaults' stack).
+Execution = Literal["auto", "eager", "fused", "compiled"]
+EXECUTIONS = get_args(Execution)
 SCHEDULES = get_args(Schedule)
 
 
@@ -89,9 +96,17 @@ class Layout:
     # cross entropy on logits.float(); torch's cross_entropy under autocast): 6 bytes a logit; "fused" (flash-attn's
     # xentropy kernel, LLM Foundry's default loss_fn) keeps the bf16 logits and writes a bf16 gradient: 4.
     cross_entropy: CrossEntropy = "fp32"
+    execution: Execution = "auto"
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def executes(self) -> str:
+        """The execution in effect: `auto` resolved (see Execution)."""
+        if self.execution != "auto":
+            return self.execution
+        return "eager" if self.zero_stage == 3 else "fused"
 
 
 def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
@@ -126,6 +141,8 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
     if layout.attention_kernel not in ATTENTION_KERNELS:
         raise LayoutError("attention_kernel", f"must be one of {', '.join(ATTENTION_KERNELS)}, "
                                               f"got {layout.attention_kernel!r}")
+    if layout.execution not in EXECUTIONS:
+        raise LayoutError("execution", f"must be one of {', '.join(EXECUTIONS)}, got {layout.execution!r}")
     if layout.cp_comm not in CP_COMMS:
         raise LayoutError("cp_comm", f"must be one of {', '.join(CP_COMMS)}, got {layout.cp_comm!r}")
     if layout.cp_comm == "all_to_all" and c > 1:

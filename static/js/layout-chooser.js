@@ -1,5 +1,5 @@
 /**
- * The layout chooser: model, sequence length, GPUs, GPU type, attention kernel and network bandwidth in ->
+ * The layout chooser: model, sequence length, GPUs, GPU type, attention kernel, execution and network bandwidth in ->
  * GET /api/estimate/search
  * (simulations.estimate on the server: every TP × PP × CP layout the cluster allows, a mixture of experts'
  * EP degrees, ZeRO-1 or 3 (also hybrid sharded, HSDP), 1F1B or interleaved, each with its fastest
@@ -24,6 +24,15 @@ const FIELDS = [
   { name: 'attention_kernel', label: 'Attention', type: 'select',
     options: [['auto', 'auto'], ['fa2', 'FlashAttention-2'], ['fa3', 'FlashAttention-3'], ['cudnn', 'cuDNN'],
               ['triton_fa1', 'Triton (2022)'], ['fa1', 'FlashAttention (v1)']] },
+  { name: 'execution', label: 'Execution', type: 'select',
+    options: [['auto', 'auto'], ['eager', 'eager PyTorch'], ['fused', 'fused (Megatron)'],
+              ['compiled', 'compiled / CUDA graphs']] },
+  { name: 'precision', label: 'Matmuls', type: 'select', value: 'bf16',
+    options: [['bf16', 'bf16'], ['fp8', 'FP8 (TransformerEngine)']] },
+  // activation checkpointing: selective keeps all but attention's core; full replays one layer in every n
+  { name: 'recompute', label: 'Recompute', type: 'select', value: 'selective',
+    options: [['selective', 'selective'], ['full', 'full'], ['none', 'none']] },
+  { name: 'recompute_every', label: 'Full: 1 layer in', type: 'number', min: 1, step: 1, value: 1 },
   { name: 'network_gbps', label: 'Network / node (Gb/s)', type: 'number', min: 100, step: 100 },
 ];
 

@@ -71,7 +71,8 @@ def test_timeline_holds_every_forward_and_backward_and_ends_with_the_step(client
     assert r.status_code == 200, r.text
     body = r.json()
     compute = [s for s in body["timeline"] if s["stream"] == "compute"]
-    assert len(compute) == 2 * 4 * body["micro_batches"] + 4  # F and B, and each stage's optimizer step
+    # F and B, each stage's optimizer step, and each stage's wait for the slowest GPU
+    assert len(compute) == 2 * 4 * body["micro_batches"] + 4 + 4
     assert max(s["end"] for s in body["timeline"]) == pytest.approx(body["step_time_s"])
     for rank in range(4):  # one stream per rank: its spans never overlap
         spans = sorted((s["start"], s["end"]) for s in compute if s["rank"] == rank)
@@ -113,7 +114,7 @@ def test_replay_times_a_live_pipeline_run_on_a_modelled_cluster(client):
     assert (body["pp"], body["tp"], body["gpus"], body["micro_batches"]) == (4, 8, 32, 8)
     forwards = [s for s in body["timeline"] if s["kind"] == "F"]
     assert len(forwards) == 4 * 8 and {s["rank"] for s in forwards} == {0, 1, 2, 3}
-    assert {s["kind"] for s in body["timeline"] if s["stream"] == "compute"} == {"F", "B", "opt"}
+    assert {s["kind"] for s in body["timeline"] if s["stream"] == "compute"} == {"F", "B", "opt", "wait"}
     assert max(s["end"] for s in body["timeline"]) == pytest.approx(body["step_time_s"])
     bad = client.get("/api/estimate/replay", params={"scenario": "pipeline", "stages": "many"})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "stages"]
@@ -399,3 +400,18 @@ def test_search_answers_expert_parallel_and_hybrid_sharded_layouts(client):
     dense = client.get("/api/estimate/search", params={"model": "llama3-70b", "gpus": 1024, "seq_len": 8192}).json()
     best = dense["layouts"][0]
     assert best["zero_stage"] == 3 and best["zero_shards"] and (best["dp"] * best["cp"]) % best["zero_shards"] == 0
+
+
+def test_execution_is_an_input_resolved_by_the_stack(client):
+    """`execution`: auto is eager PyTorch for ZeRO-3 (FSDP stacks) and Megatron's fused kernels otherwise; a small
+    model in eager mode, its layer's kernels shorter than the CPU takes to issue them, is slower than compiled (CUDA
+    graphs); an unknown value is a 422 naming the field."""
+    base = {"model": "custom", "layers": 12, "hidden": 768, "heads": 12, "vocab": 50368, "seq_len": 512, "gpus": 8,
+            "tp": 1, "zero_stage": 3, "global_batch": 8, "micro_batch": 1}
+    auto = client.get("/api/estimate", params=base).json()
+    assert auto["execution"] == "eager" and auto["straggler_s"] > 0
+    assert client.get("/api/estimate", params={**base, "zero_stage": 1}).json()["execution"] == "fused"
+    compiled = client.get("/api/estimate", params={**base, "execution": "compiled"}).json()
+    assert compiled["execution"] == "compiled" and compiled["step_time_s"] < auto["step_time_s"]
+    bad = client.get("/api/estimate", params={**base, "execution": "jit"})
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["query", "execution"], bad.text

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.browser
 def _ask(page, slide, **inputs):
     """Set the chooser's inputs and wait for its answer for that many GPUs (every row's TP·PP·CP·DP)."""
     for name, value in inputs.items():
-        if name == "model":
-            slide.locator("select[name=model]").select_option(value)
+        if slide.locator(f"select[name={name}]").count():
+            slide.locator(f"select[name={name}]").select_option(value)
             continue
         slide.locator(f"input[name={name}]").fill(str(value))
         slide.locator(f"input[name={name}]").dispatch_event("change")
@@ -46,6 +46,13 @@ def test_layout_chooser_ranks_layouts_for_new_inputs(page, deck_url):
     assert steps == sorted(steps) and len(steps) >= 1
     rows = _ask(page, slide, model="llama3-70b", gpus=512, global_batch=512)
     assert rows[0][zero].startswith("3, HSDP"), rows  # and the script's label for hybrid sharding
+    # the software is an input: FP8 matmuls make the fastest layout faster; full recomputation of every layer slower
+    bf16_step = float(rows[0][step].split()[0])
+    rows = _ask(page, slide, precision="fp8", gpus=512)
+    assert float(rows[0][step].split()[0]) < bf16_step, rows
+    rows = _ask(page, slide, precision="bf16", recompute="full", recompute_every=1, gpus=512)
+    assert float(rows[0][step].split()[0]) > bf16_step, rows
+    _ask(page, slide, recompute="selective", gpus=512)
 
     slide.locator("input[name=gpus]").fill("12")
     slide.locator("input[name=gpus]").dispatch_event("change")

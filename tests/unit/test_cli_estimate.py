@@ -119,3 +119,15 @@ def test_optimizer_state_and_loss_dtypes_change_the_memory_and_bad_ones_exit_2()
     for flag, value in (("--optimizer-dtype", "fp16"), ("--cross-entropy", "bf16")):
         bad = runner.invoke(cli, [*base, flag, value])
         assert bad.exit_code == 2 and flag in bad.output, bad.output
+
+
+def test_execution_is_a_cli_input():
+    """--execution reaches the estimate (the table and --json name it); a bad value exits 2 naming the flag."""
+    base = ["estimate", "--model", "custom", "--layers", "12", "--hidden", "768", "--heads", "12", "--vocab", "50368",
+            "--seq-len", "512", "--gpus", "8", "--tp", "1", "--zero-stage", "3", "--global-batch", "8",
+            "--micro-batch", "1"]
+    runs = {k: json.loads(runner.invoke(cli, [*base, "--execution", k, "--json"]).output) for k in ("eager", "compiled")}
+    assert runs["eager"]["execution"] == "eager" and runs["compiled"]["step_time_s"] < runs["eager"]["step_time_s"]
+    assert "eager" in runner.invoke(cli, base).output
+    bad = runner.invoke(cli, [*base, "--execution", "jit"])
+    assert bad.exit_code == 2 and "--execution must be one of" in bad.output

@@ -264,16 +264,13 @@ def test_nemotron4_340b_meets_the_target():
 @pytest.mark.parametrize("name", list(NEMO_TABLES))
 def test_nemo_weak_scaling_is_flat_as_published(name):
     """Weak scaling (batch grows with the GPUs): the published step time grows by 1.5-4.5 % from the smallest
-    to the largest cluster; the model's by as little (within 4 points), so its DP cost scales right."""
+    to the largest cluster; the model's by as little (within 4 points), so its DP cost scales right. Nemotron-4 15B
+    (DP 4 -> 512, published +4.6 %) was flat in the model until the step waited for its slowest GPU
+    (cost.straggler_allowance)."""
     rows = nemo_rows(name)
     published = rows[-1][2] / rows[0][2] - 1
     predicted = rows[-1][3] / rows[0][3] - 1
-    if name == "nemotron4-15b" and abs(predicted - published) > 0.04:
-        # DP 4 -> 512: published +4.6 %, the model flat; see the report (reduce-scatter/all-gather latency
-        # at 512 ranks: NCCL runs them as rings, once per gradient bucket)
-        pytest.xfail(f"{name}: published {published:+.1%} from {rows[0][1]} to {rows[-1][1]} GPUs, "
-                     f"predicted {predicted:+.1%}")
-    assert abs(predicted - published) <= 0.04
+    assert abs(predicted - published) <= 0.04, (published, predicted)
 
 
 @pytest.mark.parametrize("name", list(NEMO_TABLES))
@@ -359,8 +356,8 @@ def test_megatron_core_h100_weak_scaling():
 
 def test_megatron_core_h100_efficiency_rises_with_model_size():
     """Megatron's README: MFU rises from 41 % (1.7B) to 47-48 % (314B, 462B), "because larger GEMMs have
-    higher arithmetic intensity". The estimator's matmuls all run at one sustained rate (less idle SMs in the
-    last wave), so it predicts the opposite: the smallest model fastest."""
+    higher arithmetic intensity". The estimator times matmuls in waves of tiles, each wave paying a fixed cost (so a
+    2,048-wide model's short-K GEMMs run below the sustained rate), but still predicts the smallest model fastest."""
     rows = megatron_rows()
     if not rows[-1][3] > rows[0][3]:
         pytest.xfail(f"predicted {rows[0][3]:.0f} TFLOP/s for 1.7B and {rows[-1][3]:.0f} for 462B; "

@@ -48,9 +48,10 @@ def test_head_dim_64_and_fa2_on_h100_are_slower_than_fa3_at_128():
 
 
 def test_sequence_parallelism_splits_the_norm_and_residual_passes():
-    """With SP the two norms (read and write in fp32: 2·4h bytes... per token) and the two residual adds (3h) run on
-    a TP rank's 1/t of the tokens; without it every TP rank runs them all. The forward differs by exactly those
-    bytes over HBM at its streaming efficiency (0.85 of 3.35 TB/s)."""
+    """With SP the two norms (read h, write h in bf16: 4h bytes a token each) and the two residual adds (read two
+    bf16 [tokens, h] tensors, write one: 6h bytes each) run on a TP rank's 1/t of the tokens; without it every TP rank
+    runs them all. The forward differs by exactly those bytes over HBM at its streaming efficiency (0.85 of
+    3.35 TB/s). (The adds were once counted at half their bytes, 3h: this caught it.)"""
     model = gpt(24, 4096, 32, seq_len=4096)
     model = replace(model, dropout=False, flash_attention=True)
     hw = cluster("h100-80gb", 8)
@@ -58,7 +59,7 @@ def test_sequence_parallelism_splits_the_norm_and_residual_passes():
     tp = Group(8, 8)
     forward = {sp: layer_time(model, Layout(tp=t, sequence_parallel=sp), hw, 1, tp, Group(1, 1), Group(1, 1)).forward
                for sp in (True, False)}
-    norm_and_residual_bytes = tokens * (2 * 4 * 4096 + 2 * 3 * 4096)  # bf16/2 per the count above: 1 byte a unit
+    norm_and_residual_bytes = tokens * (2 * 4 * 4096 + 2 * 6 * 4096)
     by_hand = norm_and_residual_bytes * (1 - 1 / t) / (3350e9 * 0.85)
     assert forward[False] - forward[True] == pytest.approx(by_hand, rel=1e-6)
 
@@ -81,7 +82,7 @@ def _random_layouts(count: int, seed: int = 2026):
         kw = dict(gpu=gpu, gpus=max(gpus, 1), tp=tp, pp=pp, cp=cp, zero_stage=zero, micro_batch=micro,
                   global_batch=batch, recompute=rng.choice(["none", "selective", "full"]),
                   attention_kernel=rng.choice(["auto", "fa2", "fa3", "cudnn", "triton_fa1"]),
-                  virtual_stages=1, **shape)
+                  execution=rng.choice(["auto", "eager", "fused", "compiled"]), virtual_stages=1, **shape)
         try:
             out.append((model, kw, estimate(*build(model, **kw))))
         except LayoutError:
@@ -109,6 +110,15 @@ def test_every_estimate_adds_up(random_estimates):
         for kind, exposed in e.exposed_by_kind.items():
             if kind != "pp":
                 assert exposed <= e.comm_total_s.get(kind, 0.0) * (1 + 1e-9) + 1e-12, (model, kw, kind)
+
+
+def test_compiled_is_never_slower_than_eager_issue(random_estimates):
+    """CUDA graphs remove the CPU's per-kernel cost and nothing else: the same layout compiled is never slower than
+    issued eagerly with the same (fused) kernels."""
+    for model, kw, e in random_estimates[:15]:
+        fused = estimate(*build(model, **{**kw, "execution": "fused"}))
+        compiled = estimate(*build(model, **{**kw, "execution": "compiled"}))
+        assert compiled.step_time_s <= fused.step_time_s * (1 + 1e-9), (model, kw)
 
 
 def test_more_network_bandwidth_never_makes_a_step_slower(random_estimates):
@@ -161,16 +171,47 @@ def test_zero3_gathers_in_bf16_and_reduces_in_the_gradient_dtype(dtype, grad_byt
     assert e.comm_total_s["zero3"] == pytest.approx(by_hand, rel=1e-9)
 
 
-def test_fp8_matmuls_run_at_the_fp8_rate_and_pay_their_casts():
-    """H100's FP8 peak is twice its bf16 one (1,979 against 989 TFLOP/s dense, datasheet), at the same sustained
-    fraction; an 8192³ GEMM runs 2048 tiles of 128 × 256 in 16 waves over 132 SMs. The casts cost HBM passes: an FP8
-    run is faster than bf16, but by less than 2×; MFU is then counted against the FP8 peak."""
+def _h100_wave_by_hand(k: int, speedup: float = 1.0) -> float:
+    """One wave of 128 × 256 tiles on H100, by hand: every SM loads its first k-block ((128 + 256) rows × 128 bytes)
+    and stores its bf16 output tile (128 · 256 · 2 bytes), all 132 at once at 0.85 of 3.35 TB/s; the main loop at the
+    per-SM rate that makes the MAMF shape (2048 × 2048 × 13312: 128 tiles, one wave; ml-engineering's table) run at
+    the sustained 698.6 TFLOP/s."""
+    overhead = ((128 + 256) * 128 + 128 * 256 * 2) * 132 / (3350e9 * 0.85)
+    best_wave = 2 * 2048 * 2048 * 13312 / 698.6e12
+    per_sm = 2 * 128 * 256 * 13312 / (best_wave - overhead)
+    return 2 * 128 * 256 * k / (per_sm * speedup) + overhead
+
+
+def test_matmuls_run_in_waves_and_short_k_runs_below_the_sustained_rate():
+    """The MAMF shape itself runs at the sustained rate; an 8192³ GEMM (2048 tiles: 16 waves over 132 SMs) takes 16
+    waves; a small model's Q/K/V GEMM (K = hidden = 2048) runs well below the sustained rate on H100, and further
+    below it than on A100, whose SMs are slower against the same fixed cost a tile pays."""
     from simulations.estimate.compute import matmul_time
 
     hw = cluster("h100-80gb", 8)
-    busy = 2048 / (16 * 132)
+    assert matmul_time(2048, 2048, 13312, hw) == pytest.approx(2 * 2048 * 2048 * 13312 / 698.6e12, rel=1e-9)
+    assert matmul_time(8192, 8192, 8192, hw) == pytest.approx(16 * _h100_wave_by_hand(8192), rel=1e-9)
+
+    def efficiency(gpu: str, hidden: int) -> float:
+        part = cluster(gpu, 8)
+        rows = 16 * 2048
+        return 2 * rows * 3 * hidden * hidden / matmul_time(rows, 3 * hidden, hidden, part) / part.gpu.sustained_flops
+
+    assert efficiency("h100-80gb", 2048) < 0.9
+    assert efficiency("h100-80gb", 2048) < efficiency("a100-80gb", 2048) <= 1.0
+    assert efficiency("h100-80gb", 768) < efficiency("h100-80gb", 2048) < efficiency("h100-80gb", 8192) <= 1.0
+
+
+def test_fp8_matmuls_run_at_the_fp8_rate_and_pay_their_casts():
+    """H100's FP8 peak is twice its bf16 one (1,979 against 989 TFLOP/s dense, datasheet), at the same sustained
+    fraction; an 8192³ GEMM runs 2048 tiles of 128 × 256 in 16 waves over 132 SMs, each wave's main loop twice as
+    fast and its fixed cost the same. The casts cost HBM passes: an FP8 run is faster than bf16, but by less than 2×;
+    MFU is then counted against the FP8 peak."""
+    from simulations.estimate.compute import matmul_time
+
+    hw = cluster("h100-80gb", 8)
     assert matmul_time(8192, 8192, 8192, hw, fp8=True) == pytest.approx(
-        2 * 8192**3 / (698.6e12 * 1979 / 989 * busy), rel=1e-9)
+        16 * _h100_wave_by_hand(8192, 1979 / 989), rel=1e-9)
     runs = {p: estimate(*build("llama3-70b", gpus=64, tp=8, global_batch=64, micro_batch=1, precision=p))
             for p in ("bf16", "fp8")}
     assert runs["bf16"].step_time_s / 2 < runs["fp8"].step_time_s < runs["bf16"].step_time_s
@@ -241,3 +282,54 @@ def test_llama3_placement_memory_is_the_second_stages():
     e = estimate(model, cluster("h100-80gb", 8192), layout)
     per_layer = layer_activation_bytes(model, layout, 1, "none")
     assert e.memory_per_gpu_bytes["activations"] == pytest.approx(141 * per_layer)
+
+
+def _tiny_gpt_fsdp(execution: str):
+    """A GPT so small that its kernels run shorter than the CPU takes to issue them: 256 wide, 128 tokens."""
+    return build("custom", layers=2, hidden=256, heads=4, vocab=1024, seq_len=128, gpus=8, tp=1, zero_stage=3,
+                 micro_batch=1, global_batch=8, execution=execution)
+
+
+def test_eager_kernels_wait_for_the_cpu_that_issues_them():
+    """Eager PyTorch issues each op from the CPU, about 5 µs each (2 µs PyTorch's dispatcher, 3 µs CUDA's launch);
+    counted by hand, a GPT layer under FSDP issues in forward 4 GEMMs, attention, 2 norms, GeLU and 2 residual adds,
+    and FSDP's cast, all-gather and copy-out: 13 kernels, 65 µs, more than the tiny layer's GPU time. Compiled (CUDA
+    graphs) pays none of it."""
+    model, hw, layout = _tiny_gpt_fsdp("eager")
+    one = Group(1, 1)
+    eager = layer_time(model, layout, hw, 1, one, one, one)
+    compiled = layer_time(model, replace(layout, execution="compiled"), hw, 1, one, one, one)
+    assert eager.forward == pytest.approx(13 * 5e-6, rel=1e-12)
+    assert compiled.forward < eager.forward
+    # backward: 8 GEMMs, attention's 2, 5 element-wise, FSDP's gather (3) and reduce-scatter (2): 20 kernels
+    assert eager.backward_input + eager.backward_weight == pytest.approx(20 * 5e-6, rel=1e-12)
+
+
+def test_eager_optimizer_is_torchs_foreach_adamw_on_the_shard():
+    """Eager PyTorch FSDP steps torch.optim.AdamW (foreach) on its fp32 shard, after clip_grad_norm_: weight decay
+    (8 bytes), lerp of m (12), v's mul and addcmul (8 + 12), sqrt, div and add of the denominator (3 × 8), addcdiv
+    (16), and the clipping's read and scale (4 + 8): 92 bytes a parameter at 0.85 of HBM; Megatron's fused Adam
+    38. Each rank steps 1/8 of the parameters."""
+    model, hw, layout = _tiny_gpt_fsdp("eager")
+    params = model.params() / 8
+    for execution, per_param in (("eager", 92), ("fused", 38)):
+        e = estimate(model, hw, replace(layout, execution=execution))
+        assert e.optimizer_s == pytest.approx(params * per_param / (3350e9 * 0.85), rel=1e-9), execution
+
+
+def test_the_step_waits_for_its_slowest_gpu_more_as_ranks_grow():
+    """GPUs of one SKU vary by 8 % (Sinha et al. SC'22, taken as the range over 1,000 GPUs: σ = 8 % / (2 · 3.24));
+    a synchronous step runs at its slowest GPU's pace: compute × σ × the expected largest of n normals (Blom:
+    Φ⁻¹((n − 0.375) / (n + 0.25))). Weak scaling therefore slows as the GPUs grow, compute per GPU unchanged."""
+    from statistics import NormalDist
+
+    sigma = 0.08 / (2 * 3.24)
+    runs = {}
+    for gpus in (8, 512):
+        e = estimate(*build("llama3-8b", gpus=gpus, tp=1, zero_stage=1, micro_batch=1, global_batch=gpus,
+                            recompute="none"))
+        slowest = NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
+        assert e.straggler_s == pytest.approx(e.compute_s * sigma * slowest, rel=1e-12), gpus
+        runs[gpus] = e
+    assert runs[512].compute_s == pytest.approx(runs[8].compute_s, rel=1e-12)
+    assert runs[512].straggler_s > 1.3 * runs[8].straggler_s

@@ -33,6 +33,7 @@ const LEGEND = 28; // what the compute lane's colours mean, under the axis
 
 const KIND = {
   F: 'forward', B: 'backward', W: 'weight gradient', opt: 'optimizer step', step: 'inner step',
+  wait: 'waiting for the slowest GPU',
   dp: 'DP reduce', tp: 'TP collective', zero3: 'ZeRO-3 gather / reduce-scatter', cp: 'CP communication of K, V',
   ep: 'expert all-to-all', outer: 'outer sync of the pseudo-gradients',
 };
@@ -44,11 +45,12 @@ const COMM_SHORT = { tp: 'TP', cp: 'CP', ep: 'EP', zero3: 'ZeRO-3', dp: 'DP', ou
 // What the compute lanes' colours mean, for the legend (long name, and a shorter one for narrow panes).
 const LEGEND_NAMES = {
   F: ['forward', 'fwd'], B: ['backward', 'bwd'], W: ['weight grad', 'W'], step: ['inner step', 'step'],
-  opt: ['optimizer', 'opt'],
+  opt: ['optimizer', 'opt'], wait: ['slowest GPU', 'wait'],
 };
 const FILL = {
   F: 'var(--role-params, #5cc8ff)', B: 'var(--role-grads, #7ee07e)', W: 'var(--role-optimizer, #ffb454)',
   opt: 'var(--fg-muted, #9aa3b2)', step: 'var(--role-params, #5cc8ff)', outer: 'var(--fg, #e8eaed)',
+  wait: '#5d6573', // darker than the optimizer's grey: idle, not work
   dp: 'var(--role-activations, #c792ea)', tp: 'var(--danger, #ff6b6b)', zero3: '#8c9eff', // indigo: apart from the weight-grad orange
   cp: '#4dd0b0', ep: 'var(--role-buffer, #ff8fa3)',
 };
