@@ -272,3 +272,12 @@ def test_layout_chooser_notes_set_the_top_mfu_beside_published_runs(rendered):
     assert f"measured {100 * published_mfu:.0f} %" in notes and top["mfu"] > published_mfu
     assert trust.trust("h100-80gb", tp=top["tp"], pp=top["pp"], cp=top["cp"])["summary"] in notes
     assert "38 to 43 %" in notes  # Llama 3 405B, arXiv:2407.21783 Table 4
+
+
+def test_context_parallel_pros_and_cons_cite_the_three_methods(rendered):
+    """Ring (Liu et al.), all-gather (Llama 3 §3.3.2), Ulysses (Jacobs et al.) and striped placement (Brandon et al.):
+    each claim on the slide has its paper on the slide."""
+    text = text_of(rendered["ring-pros-cons"])
+    for arxiv in ("2310.01889", "2309.14509", "2407.21783", "2311.09431"):
+        assert f"arXiv:{arxiv}" in text, arxiv
+    assert "to rounding" in text  # blockwise softmax reorders the sums: equal to full attention up to rounding
