@@ -100,7 +100,7 @@ def test_the_projected_view_says_how_far_to_trust_it(page, deck_url):
     validation = answers[-1].json()["validation"]
     caption = " ".join(page.locator(f"{svg} .projected-trust").all_text_contents()).replace("\u00a0", " ")
     assert caption in (f"How far to trust it: {validation['summary']}",
-                       f"Error on {validation['runs']} published runs like this: median "
+                       f"Error on {validation['runs']} published {validation['scope']}: median "
                        f"{round(100 * validation['median_error'])} %, worst {round(100 * validation['worst_error'])} %")
     px = page.evaluate(f"() => [...document.querySelectorAll('{svg} .projected-trust')].map(t => "
                        "parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a)")
@@ -358,3 +358,16 @@ def test_every_scenario_replays_with_its_own_way_of_communicating(page, deck_url
     labels = page.locator(f"{view} text.lane-label:not(.projected-figures)").all_text_contents()
     assert lane in labels, labels
     assert header in page.text_content(view)
+
+
+def test_a_narrow_projected_view_still_names_the_runs_it_trusts(page, deck_url):
+    """In a half-width pane (GPipe beside 1F1B) the trust caption takes its shorter form; it still says which
+    published runs the error is on (their kind and GPU), not "runs like this"."""
+    slide = "pp-side-by-side"
+    page.goto(f"{deck_url}/#/{slide}/1")
+    page.wait_for_selector("html.deck-ready")
+    page.locator(f"#{slide} select").first.select_option("a100-80gb")
+    svg = f"#{slide} svg.sim-view-projected"
+    page.wait_for_selector(f"{svg} .projected-trust", timeout=120_000)
+    caption = " ".join(page.locator(f"{svg} .projected-trust").all_text_contents()).replace("\u00a0", " ")
+    assert "runs on A100" in caption and "like this" not in caption, caption

@@ -171,7 +171,8 @@ function trustCaption(validation, width) {
   if (!validation?.summary) return [];
   const percent = (x) => `${Math.round(100 * x)}\u00a0%`; // no-break spaces: a figure and its unit stay on one line
   const candidates = [`How far to trust it: ${validation.summary}`,
-    `Error on ${count(validation.runs)} published runs like this: median\u00a0${percent(validation.median_error)}, `
+    // The shorter one still names the runs (their kind and GPU): "runs like this" left a reader asking like what.
+    `Error on ${count(validation.runs)} published ${validation.scope}: median\u00a0${percent(validation.median_error)}, `
     + `worst\u00a0${percent(validation.worst_error)}`];
   const wrapped = candidates.map((text) => wrap(text.split(' '), width, LABEL));
   return wrapped.find((lines) => lines.length === 1) ?? wrapped.reduce((a, b) => (b.length < a.length ? b : a));
