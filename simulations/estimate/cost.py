@@ -135,7 +135,7 @@ class Estimate:
             "fits": self.fits,
             # the estimator's error on published runs of this kind (trust.py; the validation tests' own tables)
             "validation": trust.trust(self.cluster.gpu.name, tp=self.layout.tp, pp=self.layout.pp,
-                                      cp=self.layout.cp),
+                                      cp=self.layout.cp, zero_stage=self.layout.zero_stage),
         }
 
 

@@ -7,15 +7,18 @@ test module to be what the tables give today (so a change to the model that move
 file is regenerated). Nothing here is typed by hand.
 
 "Of the same kind": the same GPU model (A100, H100, ...; the A100's 40 and 80 GB together) and the same kind of
-layout: data-parallel (every GPU holds whole layers: TP = PP = CP = 1, with DDP, ZeRO-1/2/3, FSDP or HSDP; LLM
-Foundry, torchtitan's and fms-fsdp's 1D FSDP, Pax's FSDP and DP, Narayanan's 1.7B) or model-parallel (a layer or the
-model split by TP, PP or CP: Megatron-LM, NeMo, Megatron-DeepSpeed, Llama 3's 4D); failing that, the same kind on any
-GPU. These are the two things an estimate's inputs say that the errors depend on most: the GPU sets the kernels'
-rates, and the layout decides which costs dominate (whole-model matmuls, per-layer parameter gathers and gradient
-reductions with data parallelism alone; TP collectives, CP exchanges and the pipeline bubble otherwise). The ZeRO
-stage is not a third axis: it changes what is gathered, not what kind of step it is. The training stack itself is
-not an input, so it cannot pick the group; model size is not used either, since most groups would then hold a handful
-of runs.
+layout, one of three:
+- sharded (ZeRO-3, FSDP or HSDP, alone or with TP or CP inside it: LLM Foundry, torchtitan's FSDP and FSDP + TP,
+  fms-fsdp, Pax's FSDP): every layer's parameters are gathered before use and its gradients reduce-scattered, so the
+  per-layer gathers and the eager stacks' kernels weigh most;
+- data-parallel (whole replicas, DDP or ZeRO-1/2, no TP, PP or CP: Narayanan's and Megatron-Core's 1.7B, Pax's DP);
+- model-parallel (a layer or the model split by TP, PP or CP without ZeRO-3: Megatron-LM, NeMo, Megatron-DeepSpeed,
+  Llama 3's 4D): TP collectives, CP exchanges and the pipeline bubble weigh most.
+Failing that, the same kind on any GPU. These are the two things an estimate's inputs say that the errors depend on
+most: the GPU sets the kernels' rates, and the layout decides which costs dominate. A ZeRO-3 layout with CP or TP
+counts as sharded, not model-parallel: the runs of that kind were FSDP stacks, and the Megatron-family runs, whose
+errors are the smallest, would otherwise vouch for it. The training stack itself is not an input, so it cannot pick
+the group; model size is not used either, since most groups would then hold a handful of runs.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from pathlib import Path
 VALIDATION = Path(__file__).with_name("validation.json")
 
 
-def layout_kind(tp: int, pp: int, cp: int) -> str:
+def layout_kind(tp: int, pp: int, cp: int, zero_stage: int) -> str:
+    if zero_stage == 3:
+        return "sharded"
     return "data-parallel" if tp == pp == cp == 1 else "model-parallel"
 
 
@@ -41,11 +46,11 @@ def published_rows() -> tuple[dict, ...]:
     return tuple(json.loads(VALIDATION.read_text())["rows"])
 
 
-def trust(gpu: str, *, tp: int, pp: int, cp: int) -> dict:
+def trust(gpu: str, *, tp: int, pp: int, cp: int, zero_stage: int) -> dict:
     """The validation error on published runs like this one: how many, the median and worst |error|, the share
     on which the estimate was too fast, which runs (same GPU and kind, or same kind on any GPU), and all of it in
     one sentence (`summary`, what the CLI, the API and the projected view print)."""
-    kind = layout_kind(tp, pp, cp)
+    kind = layout_kind(tp, pp, cp, zero_stage)
     rows = [r for r in published_rows() if r["kind"] == kind and gpu_family(r["gpu"]) == gpu_family(gpu)]
     scope = f"{kind} runs on {gpu_family(gpu).upper()}"
     if not rows:

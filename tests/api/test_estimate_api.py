@@ -129,9 +129,9 @@ def test_estimate_and_replay_say_how_far_to_trust_them(client):
 
     fsdp = client.get("/api/estimate", params={"model": "llama3-8b", "gpu": "a100-80gb", "gpus": 64, "tp": 1,
                                                "zero_stage": 3, "global_batch": 64}).json()["validation"]
-    assert fsdp == trust.trust("a100-80gb", tp=1, pp=1, cp=1)
+    assert fsdp == trust.trust("a100-80gb", tp=1, pp=1, cp=1, zero_stage=3)
     assert fsdp["summary"].startswith(f"within ±{fsdp['worst_error']:.0%} (median {fsdp['median_error']:.0%}) "
-                                      f"on {fsdp['runs']} published data-parallel runs on A100")
+                                      f"on {fsdp['runs']} published sharded runs on A100")
     replayed = client.get("/api/estimate/replay", params={"scenario": "pipeline", "stages": 4, "microbatches": 8})
     assert "model-parallel runs on H100" in replayed.json()["validation"]["summary"]
     declared = client.get("/openapi.json").json()["components"]["schemas"]["Validation"]["properties"]

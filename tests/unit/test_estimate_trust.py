@@ -35,7 +35,7 @@ def _rows():
     for table, (gpu, rows) in tables.items():
         for name, _, _, _, error, e in rows:
             out.append({"table": table, "row": name, "gpu": e.cluster.gpu.name,
-                        "kind": trust.layout_kind(e.layout.tp, e.layout.pp, e.layout.cp),
+                        "kind": trust.layout_kind(e.layout.tp, e.layout.pp, e.layout.cp, e.layout.zero_stage),
                         "error": round(error, 4)})
     return out
 
@@ -46,23 +46,26 @@ def test_the_validation_file_is_what_the_tables_give():
 
 
 def test_trust_names_runs_of_the_same_kind():
-    """Same GPU and same kind of layout: data parallelism alone (any ZeRO stage), or TP, PP or CP."""
-    data = trust.trust("h100-80gb", tp=1, pp=1, cp=1)
-    assert data["runs"] == 86 and data["tables"] == [
-        "LLM Foundry h100", "LLM Foundry h100-fp8", "LLM Foundry h100-large", "Megatron-Core r0.8.0",  # its 1.7B: DP only
-        "Pax GPT H100 (JAX)", "fms-fsdp H100"]
-    # the tables of other stacks count among the data-parallel runs on their GPUs, and so does Narayanan's 1.7B (DDP)
-    data_a100 = trust.trust("a100-80gb", tp=1, pp=1, cp=1)
-    assert {"torchtitan Llama 3 A100", "torchtitan Llama 2 A100", "fms-fsdp A100", "Pax GPT A100 (JAX)",
-            "LLM Foundry a100-40gb", "Narayanan SC'21 Table 1"} <= set(data_a100["tables"])
-    model = trust.trust("a100-80gb", tp=8, pp=4, cp=1)
+    """Same GPU and same kind of layout: sharded (ZeRO-3, FSDP, HSDP, with or without TP or CP inside), whole replicas
+    (DDP, ZeRO-1/2), or split by TP, PP or CP."""
+    sharded = trust.trust("h100-80gb", tp=1, pp=1, cp=1, zero_stage=3)
+    assert {"LLM Foundry h100", "fms-fsdp H100", "Pax GPT H100 (JAX)"} <= set(sharded["tables"])
+    assert not {"NeMo 24.09 Llama 3.1 (dgxc)", "Llama 3 Table 4"} & set(sharded["tables"])
+    # FSDP with CP or TP inside is still sharded: the FSDP stacks vouch for it, not the Megatron-family runs
+    assert trust.trust("h100-80gb", tp=2, pp=1, cp=4, zero_stage=3) == sharded
+    sharded_a100 = trust.trust("a100-80gb", tp=1, pp=1, cp=1, zero_stage=3)
+    assert {"torchtitan Llama 3 A100", "torchtitan Llama 2 A100", "fms-fsdp A100", "LLM Foundry a100-40gb"} <= set(
+        sharded_a100["tables"])
+    replicas = trust.trust("a100-80gb", tp=1, pp=1, cp=1, zero_stage=0)
+    assert "Narayanan SC'21 Table 1" in replicas["tables"] and "fms-fsdp A100" not in replicas["tables"]
+    model = trust.trust("a100-80gb", tp=8, pp=4, cp=1, zero_stage=1)
     assert set(model["tables"]) == {"Narayanan SC'21 Table 1", "Korthikanti 2022 Table 5", "BLOOM-176B logs"}
-    context = trust.trust("h100-80gb", tp=1, pp=1, cp=2)  # context parallelism splits the sequence: model-parallel
+    context = trust.trust("h100-80gb", tp=1, pp=1, cp=2, zero_stage=1)  # context parallelism splits the sequence
     assert "dgxc 24.11.1 llama3.1-8b" in context["tables"] and "fms-fsdp H100" not in context["tables"]
-    b200 = trust.trust("b200", tp=8, pp=1, cp=1)
+    b200 = trust.trust("b200", tp=8, pp=1, cp=1, zero_stage=1)
     assert "none published on B200" in b200["scope"] and b200["runs"] > 0
-    assert 0 < data["median_error"] <= data["worst_error"]
-    assert data["summary"] == trust.sentence(data) and "published data-parallel runs on H100" in data["summary"]
+    assert 0 < sharded["median_error"] <= sharded["worst_error"]
+    assert sharded["summary"] == trust.sentence(sharded) and "published sharded runs on H100" in sharded["summary"]
 
 
 def test_overall_is_every_row_with_its_worst():

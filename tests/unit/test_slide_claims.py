@@ -270,7 +270,7 @@ def test_layout_chooser_notes_set_the_top_mfu_beside_published_runs(rendered):
     top = scale.ranked("llama3-70b", "h100-80gb", 1024, 1024, 8192)[0]
     assert f"top row's {100 * top['mfu']:.0f} % MFU" in notes
     assert f"measured {100 * published_mfu:.0f} %" in notes and top["mfu"] > published_mfu
-    assert trust.trust("h100-80gb", tp=top["tp"], pp=top["pp"], cp=top["cp"])["summary"] in notes
+    assert trust.trust("h100-80gb", tp=top["tp"], pp=top["pp"], cp=top["cp"], zero_stage=top["zero_stage"])["summary"] in notes
     assert "38 to 43 %" in notes  # Llama 3 405B, arXiv:2407.21783 Table 4
 
 
