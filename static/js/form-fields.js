@@ -1,6 +1,6 @@
 /**
  * A form built from a list of field descriptions, shared by the memory calculator and the layout
- * chooser: { name, label, type: 'select' | 'number' | 'checkbox', options, min, max, step, value };
+ * chooser: { name, label, type: 'select' | 'number' | 'checkbox', options, min, max, step, value, placeholder };
  * a select's options are values, or [value, text] pairs.
  * Keys typed into the form are for the form, not for the deck's navigation.
  */
@@ -25,6 +25,7 @@ export function buildForm(form, fields, initial, onChange, { labelClass = () => 
       if (field.min != null) input.min = field.min;
       if (field.max != null) input.max = field.max;
       if (field.step) input.step = field.step;
+      if (field.placeholder) input.placeholder = field.placeholder;
       if (input.type === 'number') input.style.width = width(field);
     }
     if (inheritFont) input.style.font = 'inherit';

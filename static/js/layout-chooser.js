@@ -33,7 +33,8 @@ const FIELDS = [
   { name: 'recompute', label: 'Recompute', type: 'select', value: 'selective',
     options: [['selective', 'selective'], ['full', 'full'], ['none', 'none']] },
   { name: 'recompute_every', label: 'Full: 1 layer in', type: 'number', min: 1, step: 1, value: 1 },
-  { name: 'network_gbps', label: 'Network / node (Gb/s)', type: 'number', min: 100, step: 100 },
+  { name: 'network_gbps', label: 'Network / node (Gb/s)', type: 'number', min: 100, step: 100,
+    placeholder: 'DGX' },
 ];
 
 // ZeRO's stage; hybrid sharded (HSDP): ZeRO-3 inside groups of zero_shards DP·CP ranks, replicas across them
