@@ -51,6 +51,9 @@ def test_the_failure_slide_plays_through_and_reads_from_the_back_row(browser, se
         assert replayed == ["var(--accent-strong)", "var(--accent-strong)", "var(--accent)"]
         assert page.locator(f"{layer} [data-key='resume-label']").text_content() == "load step 6"
         assert page.locator(f"{layer} [data-key^='rank-']").count() == 4
+        # the question's answer, in the run's own words: two steps, choice B
+        answer = page.locator(f"#{SLIDE} .predict-answer").text_content()
+        assert answer.startswith("The run: 2 steps → B, 2"), answer
         assert errors == []
     finally:
         context.close()

@@ -68,7 +68,11 @@ function format(value, spec, summary) {
     case 'ratio': return `${n.toLocaleString('en-US', { maximumFractionDigits: 2 })}×`;
     case 'percent': return `${(100 * n).toFixed(1)}%`;
     case 'rank': return `rank ${value}`;
-    case 'count': return Math.round(n).toLocaleString('en-US');
+    case 'count': {
+      const count = Math.round(n);
+      const unit = spec.unit ? ` ${spec.unit}${count === 1 ? '' : 's'}` : '';
+      return `${count.toLocaleString('en-US')}${unit}`;
+    }
     case 'psi': return `${n.toLocaleString('en-US', { maximumFractionDigits: 2 })}Ψ`;
     case 'compare': {
       const first = Number(readPath(summary, spec.per));
