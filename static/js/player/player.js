@@ -133,6 +133,9 @@ export class Player {
     // The modelled cluster a projected view times the run on ({ model, gpu, gpus }), when the slide names one.
     this.cluster = parseJson(element.dataset.cluster ?? 'null', null) ?? undefined;
     this.source = source;
+    // The run's first frame, put in the page by the server (from its run cache) or by the export (from
+    // the recorded run): drawn at once, while the stream starts.
+    this.firstFrame = parseJson(element.querySelector(':scope > script.sim-first-frame')?.textContent ?? 'null', null);
     if (element.dataset.run) { // a recorded run (serve --runs): replayed as recorded, nothing to change
       this.source = (scenario, params, handlers) => streamRecordedRun(element.dataset.run, handlers);
       this.controlNames = [];
@@ -319,7 +322,7 @@ export class Player {
     this.updateStatus();
     this.notify();
     const runParams = this.params;
-    this.connection = this.source(this.scenario, runParams, {
+    const handlers = {
       meta: (meta) => { this.meta = meta; this.ensureViews(meta.views); this.updateStatus(); },
       frame: (frame) => {
         if (frame.index !== this.frames.length) return; // a resumed stream repeats nothing we keep
@@ -345,7 +348,23 @@ export class Player {
       },
       // A static export without this variant recorded: a plain message, not a failure.
       unavailable: (message) => this.unavailable(message),
-    });
+    };
+    const early = this.takeFirstFrame(runParams);
+    if (early) { // the stream then repeats frame 0, which the frame handler skips
+      for (const caption of early.captions ?? []) this.reserveCaption(caption);
+      handlers.meta(early.meta);
+      handlers.frame(early.frame);
+    }
+    this.connection = this.source(this.scenario, runParams, handlers);
+  }
+
+  /** The page's first frame (once), if it is of a run with these params: every one given matches. */
+  takeFirstFrame(params) {
+    const early = this.firstFrame;
+    this.firstFrame = null;
+    if (!early?.meta?.params || early.frame?.index !== 0) return null;
+    const same = Object.entries(params).every(([name, value]) => String(early.meta.params[name]) === String(value));
+    return same && early.meta.scenario === this.scenario ? early : null;
   }
 
   /** Room for `caption` under the views, once per distinct caption of the run. */
