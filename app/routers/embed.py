@@ -159,10 +159,10 @@ def embed_widget(name: str, request: Request) -> HTMLResponse:
         return _error_page(request, 422, "These parameters cannot be shown", f"world_size: {too_many}")
     # The run's first frame if the server has this run cached (or running): peeking starts no run, so a
     # crawler's GET costs nothing; the page's own stream starts it.
-    params = scenario.params.model_validate(spec["params"])
+    simulator = getattr(request.app.state, "simulator", None)  # none before the app's startup has run
+    run = simulator.peek(name, scenario.params.model_validate(spec["params"])) if simulator else None
     return HTMLResponse(render_widget(request.app.state.settings, scenario, spec,
-                                      open_href=relative_href(name, request),
-                                      first=first_frame(request.app.state.simulator.peek(name, params))))
+                                      open_href=relative_href(name, request), first=first_frame(run)))
 
 
 def relative_href(last_segment: str, request: Request) -> str:
