@@ -201,9 +201,15 @@ def test_reduced_motion_turns_transitions_off(page, deck_url):
     assert page.evaluate("() => window.distdeck.reveal.getConfig().transition") == "none"
 
 
-def test_formulas_are_typeset(page, deck_url):
+def test_formulas_are_typeset_as_their_slides_come_near(page, deck_url):
     open_deck(page, f"{deck_url}/#/bytes-per-parameter/0")
     assert page.locator("#bytes-per-parameter .katex-display").count() == 1
+    # Slides far from this one are not typeset yet (a typeset formula is a hundred elements or so).
+    formulas = "() => [document.querySelectorAll('.tex[data-tex]').length, document.querySelectorAll('.tex .katex').length]"
+    total, typeset = page.evaluate(formulas)
+    assert 0 < typeset < total / 2, (typeset, total)
+    page.keyboard.press("Escape")  # the overview shows every slide: every formula typeset
+    page.wait_for_function(f"() => ({formulas})().every((n, _, all) => n === all[0])")
     assert page.locator(".katex-error").count() == 0
 
 

@@ -23,7 +23,10 @@ if (printing) {
 const reducedMotion = a11y.prefersReducedMotion();
 
 if (config.widget) embed.chooseWidgetViews(); // before the player mounts (the next module script)
-const size = config.widget ? embed.widgetSize() : { width: 1280, height: 720 };
+const deckElement = document.getElementById('deck');
+// The slide size and margin: the page's (deck.html.j2), which paints the first slide with them before this runs.
+const size = config.widget ? embed.widgetSize()
+  : { width: Number(deckElement.dataset.slideWidth), height: Number(deckElement.dataset.slideHeight) };
 
 // Formulas: all of them to print; else those of the slide the page opens at and its neighbours, the
 // others as slides come near (below). KaTeX is fetched only if one of them has a formula.
@@ -41,7 +44,7 @@ Reveal.on('overviewshown', () => typeset()); // the overview shows every slide
 
 await Reveal.initialize({
   ...size,
-  margin: config.widget ? 0 : 0.04,
+  margin: config.widget ? 0 : Number(deckElement.dataset.slideMargin),
   hash: false, // location.js owns the hash: #/<slide-id>/<step>
   respondToHashChanges: false,
   history: false,

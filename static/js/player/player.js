@@ -292,6 +292,7 @@ export class Player {
   async start() {
     if (this.started) return;
     this.started = true;
+    this.showFirstFrame(); // before the controls ask the server anything
     if (this.controlNames.length) {
       try {
         const info = await describeScenario(this.scenario);
@@ -349,22 +350,39 @@ export class Player {
       // A static export without this variant recorded: a plain message, not a failure.
       unavailable: (message) => this.unavailable(message),
     };
-    const early = this.takeFirstFrame(runParams);
-    if (early) { // the stream then repeats frame 0, which the frame handler skips
-      for (const caption of early.captions ?? []) this.reserveCaption(caption);
-      handlers.meta(early.meta);
-      handlers.frame(early.frame);
-    }
+    // The first run keeps the page's first frame on screen (the stream then repeats frame 0, which the
+    // frame handler skips); a re-run with other params starts blank.
+    const early = this.firstFrameFor(runParams);
+    this.firstFrame = null;
+    delete this.element.dataset.firstFrame;
+    if (early) this.seed(early, handlers);
     this.connection = this.source(this.scenario, runParams, handlers);
   }
 
-  /** The page's first frame (once), if it is of a run with these params: every one given matches. */
-  takeFirstFrame(params) {
+  /** The page's first frame, if it is of a run with these params (every one given matches), else null. */
+  firstFrameFor(params) {
     const early = this.firstFrame;
-    this.firstFrame = null;
-    if (!early?.meta?.params || early.frame?.index !== 0) return null;
+    if (!early?.meta?.params || early.frame?.index !== 0 || early.meta.scenario !== this.scenario) return null;
     const same = Object.entries(params).every(([name, value]) => String(early.meta.params[name]) === String(value));
-    return same && early.meta.scenario === this.scenario ? early : null;
+    return same ? early : null;
+  }
+
+  seed(early, handlers) {
+    for (const caption of early.captions ?? []) this.reserveCaption(caption);
+    handlers.meta(early.meta);
+    handlers.frame(early.frame);
+    this.element.dataset.firstFrame = 'page'; // drawn from the page, not from the stream
+  }
+
+  /** The page's first frame drawn at once, while the controls and the stream start (run() keeps it). */
+  showFirstFrame() {
+    const early = this.firstFrameFor(this.params);
+    if (!early) return;
+    this.status = 'streaming';
+    this.seed(early, {
+      meta: (meta) => { this.meta = meta; this.ensureViews(meta.views); },
+      frame: (frame) => { this.frames = [frame]; this.regroup(); this.show(0, { duration: 0 }); this.updateStatus(); this.notify(); },
+    });
   }
 
   /** Room for `caption` under the views, once per distinct caption of the run. */
