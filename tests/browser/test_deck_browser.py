@@ -309,3 +309,28 @@ def test_embed_postmessage_answers_allowed_origins_only(page, browser, servers):
         assert other_deck.evaluate("() => window.distdeck.position().id") == IDS[0]
     finally:
         other.close()
+
+
+SHOWN_SLIDES = "() => [...document.querySelectorAll('.reveal .slides > section')].filter((s) => s.checkVisibility()).map((s) => s.id)"
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (390, 844)])
+def test_the_first_slide_paints_before_the_scripts_run_where_reveal_puts_it(browser, deck_url, size):
+    width, height = size
+    early = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        early.route(re.compile(r"\.m?js(\?|$)"), lambda route: route.abort())  # the page's inline script only
+        early.goto(deck_url + "/")
+        before = early.locator("#title h1").bounding_box()
+        assert early.evaluate(SHOWN_SLIDES) == ["title"], "the first slide alone, live slides included"
+    finally:
+        early.close()
+    page = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        open_deck(page, deck_url + "/")
+        after = page.locator("#title h1").bounding_box()
+        assert all(abs(before[k] - after[k]) < 1 for k in ("x", "y", "width", "height")), (before, after)
+        # Live slides reveal.js hides (beyond its viewDistance) stay out of the layout.
+        assert "zero3-live" not in page.evaluate(SHOWN_SLIDES)
+    finally:
+        page.close()
