@@ -316,13 +316,20 @@ export class Player {
   run() {
     this.connection?.close();
     this.stopPlaying();
-    this.reset();
-    this.clear();
+    const runParams = this.params;
+    const early = this.firstFrameFor(runParams);
+    this.firstFrame = null;
+    // The page's first frame, of these params, is on screen already (showFirstFrame): kept, not drawn again.
+    const keep = early && this.frames.length === 1 && this.frames[0] === early.frame;
+    if (!keep) {
+      this.reset();
+      this.clear();
+      delete this.element.dataset.firstFrame;
+    }
     this.element.classList.remove('sim-failed');
     this.status = 'streaming';
     this.updateStatus();
     this.notify();
-    const runParams = this.params;
     const handlers = {
       meta: (meta) => { this.meta = meta; this.ensureViews(meta.views); this.updateStatus(); },
       frame: (frame) => {
@@ -350,12 +357,9 @@ export class Player {
       // A static export without this variant recorded: a plain message, not a failure.
       unavailable: (message) => this.unavailable(message),
     };
-    // The first run keeps the page's first frame on screen (the stream then repeats frame 0, which the
-    // frame handler skips); a re-run with other params starts blank.
-    const early = this.firstFrameFor(runParams);
-    this.firstFrame = null;
-    delete this.element.dataset.firstFrame;
-    if (early) this.seed(early, handlers);
+    // The first run shows the page's first frame (the stream then repeats frame 0, which the frame
+    // handler skips); a re-run with other params starts blank.
+    if (early && !keep) this.seed(early, handlers);
     this.connection = this.source(this.scenario, runParams, handlers);
   }
 
