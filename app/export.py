@@ -42,11 +42,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from app.routers.deck import render_deck, track_page
-from app.routers.embed import render_widget, widget_spec
+from app.routers.embed import first_frame, render_widget, widget_spec
 from app.settings import Settings
 from app.slides import ManifestError, jinja_env, load_deck, render_slides
 from simulations import scenarios
-from simulations.frames import SCHEMA_VERSION
+from simulations.frames import SCHEMA_VERSION, RunFile
 
 Variants = Literal["default", "grid"]
 
@@ -329,8 +329,11 @@ def write_pages(settings: Settings, out: Path, used: list[str]) -> None:
                relative_urls(render_deck(settings, embed=True, root="../", static_site=True, track=track), "../"))
     for name in used:
         scenario = scenarios.get(name)
+        # The recorded run of the widget's defaults: its first frame goes in the page, drawn at once.
+        recorded = out / "runs" / name / f"{run_id(name, scenario.params())}.json"
+        first = first_frame(RunFile.model_validate_json(recorded.read_text())) if recorded.is_file() else None
         html = render_widget(settings, scenario, widget_spec(scenario, {}), root="../../", static_site=True,
-                             open_href="./")
+                             open_href="./", first=first)
         _write(out / "embed" / name / "index.html", relative_urls(html, "../../"))
     from app.routers.simulations import list_scenarios
 

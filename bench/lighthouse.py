@@ -5,8 +5,13 @@ desktop preset on the deck, each the median of REPEATS runs: the performance sco
 paint, the bytes transferred, and the accessibility / best-practices / SEO scores that must not drop.
 Targets (issue 24): a widget >= 90, LCP <= 2.5 s, <= 600 KB; the deck >= 75 (desktop >= 95).
 
-    python -m bench.lighthouse                      # starts a server of this checkout
+The static export is measured the same way, served by a host that sends its precompressed copies
+(bench/static_host.py): its widget page and its deck.
+
+    python -m bench.lighthouse                      # starts a server of this checkout, exports it too
     python -m bench.lighthouse --url http://host:port   # measures a server already running
+    python -m bench.lighthouse --export DIR         # measures (and updates) the export in DIR, not a new one
+    python -m bench.lighthouse --no-export          # the server only
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +41,12 @@ PAGES = [
     ("widget, mobile", "/embed/ddp?world_size=4", None),
     ("deck, mobile", "/", None),
     ("deck, desktop", "/", "desktop"),
+]
+# The static export's pages (paths under its root), measured through a compressing host.
+EXPORT_PAGES = [
+    ("export widget, mobile", "/embed/ddp/?world_size=4", None),
+    ("export deck, mobile", "/", None),
+    ("export deck, desktop", "/", "desktop"),
 ]
 CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
 
@@ -83,10 +95,10 @@ def lighthouse_retried(url: str, preset: str | None, tries: int = 3) -> dict:
     raise AssertionError("unreachable")
 
 
-def measure(base_url: str, repeats: int = REPEATS) -> dict[str, dict]:
+def measure(base_url: str, repeats: int = REPEATS, pages: list[tuple[str, str, str | None]] = PAGES) -> dict[str, dict]:
     """Every page, `repeats` runs each: the medians and every run."""
     figures: dict[str, dict] = {}
-    for label, path, preset in PAGES:
+    for label, path, preset in pages:
         runs = [lighthouse_retried(base_url + path, preset) for _ in range(repeats)]
         medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
         figures[label] = {"url": path, "preset": preset or "mobile", "median": medians, "runs": runs}
@@ -96,6 +108,21 @@ def measure(base_url: str, repeats: int = REPEATS) -> dict[str, dict]:
               f"best practices {medians['best-practices']:.0f}, SEO {medians['seo']:.0f} "
               f"(median of {repeats})", flush=True)
     return figures
+
+
+def measure_export(directory: Path | None, repeats: int) -> dict[str, dict]:
+    """`distdeck export` of this checkout (default runs; a folder given is updated, reusing its recorded runs),
+    served by a compressing static host, measured like the server."""
+    from app.export import export_site
+    from bench.static_host import serving
+
+    with contextlib.ExitStack() as stack:
+        if directory is None:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="distdeck-lighthouse-")))
+        print(f"lighthouse: exporting the deck to {directory}", flush=True)
+        export_site(directory, variants="default")
+        url = stack.enter_context(serving(directory))
+        return measure(url, repeats, EXPORT_PAGES)
 
 
 def missing() -> str | None:
@@ -112,6 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--url", help="a running server to measure (default: start one of this checkout)")
     parser.add_argument("--repeats", type=int, default=REPEATS)
     parser.add_argument("--out", type=Path, default=RESULTS / "lighthouse-latest.json")
+    parser.add_argument("--export", type=Path, help="the static export's folder (made or updated with the "
+                        "default runs; default: a temporary folder)")
+    parser.add_argument("--no-export", action="store_true", help="do not measure the static export")
     args = parser.parse_args(argv)
     why = missing()
     if why:
@@ -122,6 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         with served() as url:
             figures = measure(url, args.repeats)
+    if not args.no_export:
+        figures.update(measure_export(args.export, args.repeats))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(figures, indent=2))
     print(f"figures written to {args.out}")

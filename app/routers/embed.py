@@ -24,7 +24,8 @@ from app.routers.simulations import pool_size, too_many_ranks
 from app.settings import Settings
 from app.slides import jinja_env
 from simulations import scenarios
-from simulations.frames import View
+from simulations.frames import RunFile, View
+from simulations.runtime import Run
 
 router = APIRouter(tags=["embed"])
 
@@ -74,9 +75,35 @@ def _describe(error: dict) -> str:
     return f"{field}: {error['msg']}{got}"
 
 
+# A first frame larger than this is left to the stream: the page would wait for it instead.
+FIRST_FRAME_MAX_BYTES = 32 << 10
+# The run's captions go with its first frame (room for the longest is kept from the start, so the views do
+# not shrink as frames arrive) when the run has at most this many frames: each is decoded to read it.
+CAPTIONS_MAX_FRAMES = 400
+
+
+def first_frame(run: Run | RunFile | None) -> dict[str, Any] | None:
+    """A run's meta, first frame and distinct captions, for the widget page to draw at once
+    (static/js/player/player.js); None when there is no frame yet, the run failed, or the frame is too
+    large to put in the page."""
+    if run is None or getattr(run, "error", None) is not None or not run.frames:
+        return None
+    frames = run.frames
+    frame = frames[0]
+    if len(frame.model_dump_json()) > FIRST_FRAME_MAX_BYTES:
+        return None
+    finished = isinstance(run, RunFile) or run.done
+    captions = [frame.caption]
+    if finished and len(frames) <= CAPTIONS_MAX_FRAMES:
+        captions = list(dict.fromkeys(f.caption for f in frames if f.caption))
+    return {"meta": run.meta.model_dump(mode="json"), "frame": frame.model_dump(mode="json"), "captions": captions}
+
+
 def render_widget(settings: Settings, scenario: scenarios.Scenario, spec: dict[str, Any], *, root: str = "/",
-                  static_site: bool = False, open_href: str | None = None, run_id: str | None = None) -> str:
-    """The widget page; with `run_id`, it replays that recorded run instead of starting a live one."""
+                  static_site: bool = False, open_href: str | None = None, run_id: str | None = None,
+                  first: dict[str, Any] | None = None) -> str:
+    """The widget page; with `run_id`, it replays that recorded run instead of starting a live one; with
+    `first` (first_frame()), it shows that frame before its script has run and draws it as soon as it has."""
     env = jinja_env(Path(settings.slides_dir).resolve())
     config = {
         "embed": True,
@@ -98,6 +125,7 @@ def render_widget(settings: Settings, scenario: scenarios.Scenario, spec: dict[s
         config=config,
         open_href=open_href or "",
         run_id=run_id,
+        first=first,
         **spec,
         **page_assets(settings, root, static_site, views=spec["views"]),
     )
@@ -129,8 +157,12 @@ def embed_widget(name: str, request: Request) -> HTMLResponse:
     too_many = too_many_ranks(scenario, scenario.params.model_validate(spec["params"]), pool_size(request))
     if too_many:
         return _error_page(request, 422, "These parameters cannot be shown", f"world_size: {too_many}")
+    # The run's first frame if the server has this run cached (or running): peeking starts no run, so a
+    # crawler's GET costs nothing; the page's own stream starts it.
+    simulator = getattr(request.app.state, "simulator", None)  # none before the app's startup has run
+    run = simulator.peek(name, scenario.params.model_validate(spec["params"])) if simulator else None
     return HTMLResponse(render_widget(request.app.state.settings, scenario, spec,
-                                      open_href=relative_href(name, request)))
+                                      open_href=relative_href(name, request), first=first_frame(run)))
 
 
 def relative_href(last_segment: str, request: Request) -> str:

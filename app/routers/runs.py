@@ -11,7 +11,7 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from app.routers.embed import relative_href, render_widget
+from app.routers.embed import first_frame, relative_href, render_widget
 from app.slides import jinja_env
 from simulations import scenarios
 
@@ -38,4 +38,4 @@ def recorded_run_page(run_id: str, request: Request) -> HTMLResponse:
         raise HTTPException(404, f"run {run_id!r} is of a scenario this server does not know") from None
     spec = {"params": run.meta.params, "controls": [], "views": list(run.meta.views)}
     return HTMLResponse(render_widget(request.app.state.settings, scenario, spec, run_id=run_id,
-                                      open_href=relative_href(run_id, request)))
+                                      open_href=relative_href(run_id, request), first=first_frame(run)))

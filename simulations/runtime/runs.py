@@ -291,6 +291,13 @@ class Simulator:
             self._changed.notify()
             return run
 
+    def peek(self, name: str, params: BaseModel) -> Run | None:
+        """The cached or running Run for these params, if there is one; starts nothing (a page that shows a
+        run's first frame at once asks this, so that loading the page costs no run)."""
+        key = run_key(name, params)
+        with self._lock:
+            return self._cache.get(key) or self._active.get(key)
+
     def cancel(self, run: Run, reason: str = CANCELLED) -> None:
         """Drop the run if it waits; stop it at its next frame boundary if it runs."""
         with self._lock:

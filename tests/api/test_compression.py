@@ -154,6 +154,7 @@ def test_a_widget_loads_its_own_views_and_no_formulas(client):
     assert {"js/player/views/ranks.js", "js/player/views/timeline.js", "js/deck/steps.js",
             "vendor/reveal.js/reveal.mjs"} <= set(preloads)
     assert not {"js/player/views/pipeline.js", "js/player/views/memory.js"} & set(preloads)
+    assert "css/tracks.css" not in widget  # no choice of talk on a widget: one stylesheet fewer to wait for
     assert "katex.min.css" not in widget and "vendor/katex/katex.mjs" not in preloads and "theme/black.css" not in widget
     deck = client.get("/").text
     assert "katex.min.css" in deck and "theme/black.css" not in deck

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from markupsafe import escape
 
 from app.main import create_app
 from app.settings import Settings
@@ -60,6 +61,7 @@ def test_torchrun_records_a_run_that_the_server_lists_and_replays(tmp_path):
         assert page.status_code == 200 and 'href="/runs/ddp-2"' in page.text and "all passed" in page.text
         replay = client.get("/runs/ddp-2")  # the player, set to replay this run
         assert replay.status_code == 200 and 'data-run="ddp-2"' in replay.text
+        assert str(escape(run.frames[0].caption)) in replay.text and 'class="sim-first-frame"' in replay.text  # shown at once
         assert client.get("/runs/nope").status_code == 404
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
 
 import pytest
 from fastapi.testclient import TestClient
+from markupsafe import escape
 
 from app.main import create_app
 from app.settings import Settings
@@ -127,3 +130,21 @@ def test_a_run_larger_than_the_pool_is_422_naming_the_pool_size(pool):
     assert response.status_code == 422
     detail = response.json()["detail"][0]
     assert detail["loc"] == ["query", "world_size"] and "pool has 2" in detail["msg"]
+
+
+def test_the_widget_page_carries_the_cached_runs_first_frame_and_starts_no_run(client):
+    from app.routers.embed import first_frame
+
+    query = "world_size=2&steps=1&width=4"
+    cold = client.get(f"/embed/ddp?{query}").text
+    assert "sim-first-frame" not in cold, "nothing cached yet: the page waits for its stream"
+    assert "sim-first-frame" not in client.get(f"/embed/ddp?{query}").text, "the page itself started no run"
+    events = stream(client, f"/api/simulations/ddp/frames?{query}")
+    frame0 = next(data for event, _, data in events if event == "frame")
+    page = client.get(f"/embed/ddp?{query}").text
+    first = json.loads(re.search(r'<script type="application/json" class="sim-first-frame">(.*?)</script>', page).group(1))
+    assert first["frame"] == frame0 and first["meta"]["params"]["world_size"] == 2
+    captions = [data["caption"] for event, _, data in events if event == "frame"]
+    assert first["captions"] == list(dict.fromkeys(captions))  # room for the longest from the start
+    assert f'<p class="sim-caption">{escape(frame0["caption"])}</p>' in page  # painted before any script
+    assert first_frame(None) is None

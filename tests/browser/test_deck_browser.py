@@ -201,9 +201,15 @@ def test_reduced_motion_turns_transitions_off(page, deck_url):
     assert page.evaluate("() => window.distdeck.reveal.getConfig().transition") == "none"
 
 
-def test_formulas_are_typeset(page, deck_url):
+def test_formulas_are_typeset_as_their_slides_come_near(page, deck_url):
     open_deck(page, f"{deck_url}/#/bytes-per-parameter/0")
     assert page.locator("#bytes-per-parameter .katex-display").count() == 1
+    # Slides far from this one are not typeset yet (a typeset formula is a hundred elements or so).
+    formulas = "() => [document.querySelectorAll('.tex[data-tex]').length, document.querySelectorAll('.tex .katex').length]"
+    total, typeset = page.evaluate(formulas)
+    assert 0 < typeset < total / 2, (typeset, total)
+    page.keyboard.press("Escape")  # the overview shows every slide: every formula typeset
+    page.wait_for_function(f"() => ({formulas})().every((n, _, all) => n === all[0])")
     assert page.locator(".katex-error").count() == 0
 
 
@@ -303,3 +309,28 @@ def test_embed_postmessage_answers_allowed_origins_only(page, browser, servers):
         assert other_deck.evaluate("() => window.distdeck.position().id") == IDS[0]
     finally:
         other.close()
+
+
+SHOWN_SLIDES = "() => [...document.querySelectorAll('.reveal .slides > section')].filter((s) => s.checkVisibility()).map((s) => s.id)"
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (390, 844)])
+def test_the_first_slide_paints_before_the_scripts_run_where_reveal_puts_it(browser, deck_url, size):
+    width, height = size
+    early = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        early.route(re.compile(r"\.m?js(\?|$)"), lambda route: route.abort())  # the page's inline script only
+        early.goto(deck_url + "/")
+        before = early.locator("#title h1").bounding_box()
+        assert early.evaluate(SHOWN_SLIDES) == ["title"], "the first slide alone, live slides included"
+    finally:
+        early.close()
+    page = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        open_deck(page, deck_url + "/")
+        after = page.locator("#title h1").bounding_box()
+        assert all(abs(before[k] - after[k]) < 1 for k in ("x", "y", "width", "height")), (before, after)
+        # Live slides reveal.js hides (beyond its viewDistance) stay out of the layout.
+        assert "zero3-live" not in page.evaluate(SHOWN_SLIDES)
+    finally:
+        page.close()

@@ -82,6 +82,8 @@ def test_widget_from_the_static_export_in_a_cross_origin_iframe(page, site):
         page.goto(blog.url)
         frame = widget_frame(page, r"/blog/deck/embed/ddp/")
         assert "recorded" in frame.text_content(".sim-timing")
+        # The recorded run's first frame came with the page (drawn before the replay started), kept on screen.
+        assert frame.locator(".live-sim").get_attribute("data-first-frame") == "page"
         check_widget_keys_focus_and_buttons(page, frame, f"{site.export_url}embed/ddp/")
     finally:
         blog.close()

@@ -11,7 +11,7 @@ import * as a11y from './a11y.js';
 import * as embed from './embed.js';
 import * as input from './input.js';
 import * as speaker from './speaker.js';
-import { typeset } from './math.js';
+import { typeset, typesetNear } from './math.js';
 import { isPrintView, preferEndStates, printLiveSlides, stepsToFragments } from './print.js';
 
 const config = JSON.parse(document.getElementById('deck-config').textContent);
@@ -23,9 +23,14 @@ if (printing) {
 const reducedMotion = a11y.prefersReducedMotion();
 
 if (config.widget) embed.chooseWidgetViews(); // before the player mounts (the next module script)
-const size = config.widget ? embed.widgetSize() : { width: 1280, height: 720 };
+const deckElement = document.getElementById('deck');
+// The slide size and margin: the page's (deck.html.j2), which paints the first slide with them before this runs.
+const size = config.widget ? embed.widgetSize()
+  : { width: Number(deckElement.dataset.slideWidth), height: Number(deckElement.dataset.slideHeight) };
 
-await typeset(); // fetches KaTeX only if a slide has a formula; before reveal lays the slides out
+// Formulas: all of them to print; else those of the slide the page opens at and its neighbours, the
+// others as slides come near (below). KaTeX is fetched only if one of them has a formula.
+await (printing ? typeset() : typesetNear(location.initialSlide()));
 // The speaker view (S): reveal's notes plugin (80 KB), registered once the deck shows (reveal inits a
 // plugin registered after it is ready), so that it is not on the way of the first paint.
 const notesPlugin = import('../../vendor/reveal.js/plugin/notes.mjs');
@@ -34,10 +39,12 @@ embed.guardRevealPostMessage();
 speaker.interceptMessages();
 steps.attach(Reveal);
 if (printing) Reveal.on('pdf-ready', () => printLiveSlides(Reveal));
+Reveal.on('slidechanged', (event) => typesetNear(event.currentSlide));
+Reveal.on('overviewshown', () => typeset()); // the overview shows every slide
 
 await Reveal.initialize({
   ...size,
-  margin: config.widget ? 0 : 0.04,
+  margin: config.widget ? 0 : Number(deckElement.dataset.slideMargin),
   hash: false, // location.js owns the hash: #/<slide-id>/<step>
   respondToHashChanges: false,
   history: false,

@@ -15,8 +15,8 @@ export function hashFor({ id, step, wantedStep }) {
   return `#/${id}/${wantedStep ?? step}`;
 }
 
-function followHash() {
-  if (!window.location.hash || window.location.hash === '#/') return;
+/** The hash's slide and step: {slide, step}, slide null if the hash names none. */
+function hashTarget() {
   const target = parseHash(window.location.hash);
   let slide = target && document.getElementById(target.id);
   if (!slide && target && /^\d+$/.test(target.id)) {
@@ -24,12 +24,23 @@ function followHash() {
     slide = document.querySelectorAll('.reveal .slides > section')[parseInt(target.id, 10)] ?? null;
     if (slide) target.step = 0;
   }
-  if (!slide || !slide.matches('.reveal .slides > section')) {
+  return { slide: slide?.matches('.reveal .slides > section') ? slide : null, step: target?.step ?? 0 };
+}
+
+/** The slide the page opens at, before reveal.js has started: the deep link's, or the first. */
+export function initialSlide() {
+  return hashTarget().slide ?? document.querySelector('.reveal .slides > section');
+}
+
+function followHash() {
+  if (!window.location.hash || window.location.hash === '#/') return;
+  const { slide, step } = hashTarget();
+  if (!slide) {
     announce(`There is no slide at ${window.location.hash}; showing the current slide instead.`);
     writeHash(position());
     return;
   }
-  goTo(slide, target.step);
+  goTo(slide, step);
 }
 
 function writeHash(pos) {

@@ -133,6 +133,9 @@ export class Player {
     // The modelled cluster a projected view times the run on ({ model, gpu, gpus }), when the slide names one.
     this.cluster = parseJson(element.dataset.cluster ?? 'null', null) ?? undefined;
     this.source = source;
+    // The run's first frame, put in the page by the server (from its run cache) or by the export (from
+    // the recorded run): drawn at once, while the stream starts.
+    this.firstFrame = parseJson(element.querySelector(':scope > script.sim-first-frame')?.textContent ?? 'null', null);
     if (element.dataset.run) { // a recorded run (serve --runs): replayed as recorded, nothing to change
       this.source = (scenario, params, handlers) => streamRecordedRun(element.dataset.run, handlers);
       this.controlNames = [];
@@ -289,6 +292,7 @@ export class Player {
   async start() {
     if (this.started) return;
     this.started = true;
+    this.showFirstFrame(); // before the controls ask the server anything
     if (this.controlNames.length) {
       try {
         const info = await describeScenario(this.scenario);
@@ -312,14 +316,21 @@ export class Player {
   run() {
     this.connection?.close();
     this.stopPlaying();
-    this.reset();
-    this.clear();
+    const runParams = this.params;
+    const early = this.firstFrameFor(runParams);
+    this.firstFrame = null;
+    // The page's first frame, of these params, is on screen already (showFirstFrame): kept, not drawn again.
+    const keep = early && this.frames.length === 1 && this.frames[0] === early.frame;
+    if (!keep) {
+      this.reset();
+      this.clear();
+      delete this.element.dataset.firstFrame;
+    }
     this.element.classList.remove('sim-failed');
     this.status = 'streaming';
     this.updateStatus();
     this.notify();
-    const runParams = this.params;
-    this.connection = this.source(this.scenario, runParams, {
+    const handlers = {
       meta: (meta) => { this.meta = meta; this.ensureViews(meta.views); this.updateStatus(); },
       frame: (frame) => {
         if (frame.index !== this.frames.length) return; // a resumed stream repeats nothing we keep
@@ -345,6 +356,36 @@ export class Player {
       },
       // A static export without this variant recorded: a plain message, not a failure.
       unavailable: (message) => this.unavailable(message),
+    };
+    // The first run shows the page's first frame (the stream then repeats frame 0, which the frame
+    // handler skips); a re-run with other params starts blank.
+    if (early && !keep) this.seed(early, handlers);
+    this.connection = this.source(this.scenario, runParams, handlers);
+  }
+
+  /** The page's first frame, if it is of a run with these params (every one given matches), else null. */
+  firstFrameFor(params) {
+    const early = this.firstFrame;
+    if (!early?.meta?.params || early.frame?.index !== 0 || early.meta.scenario !== this.scenario) return null;
+    const same = Object.entries(params).every(([name, value]) => String(early.meta.params[name]) === String(value));
+    return same ? early : null;
+  }
+
+  seed(early, handlers) {
+    for (const caption of early.captions ?? []) this.reserveCaption(caption);
+    handlers.meta(early.meta);
+    handlers.frame(early.frame);
+    this.element.dataset.firstFrame = 'page'; // drawn from the page, not from the stream
+  }
+
+  /** The page's first frame drawn at once, while the controls and the stream start (run() keeps it). */
+  showFirstFrame() {
+    const early = this.firstFrameFor(this.params);
+    if (!early) return;
+    this.status = 'streaming';
+    this.seed(early, {
+      meta: (meta) => { this.meta = meta; this.ensureViews(meta.views); },
+      frame: (frame) => { this.frames = [frame]; this.regroup(); this.show(0, { duration: 0 }); this.updateStatus(); this.notify(); },
     });
   }
 
