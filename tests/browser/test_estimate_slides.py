@@ -69,7 +69,8 @@ def test_a_live_run_is_replayed_on_a_modelled_cluster(page, deck_url):
     # The view draws into a layer of its SVG (the player's frame layer), which carries the count.
     page.wait_for_selector("#on-a-cluster svg.sim-view-projected[data-spans]", timeout=120_000)
     spans = int(page.get_attribute("#on-a-cluster svg.sim-view-projected[data-spans]", "data-spans"))
-    assert spans == 2 * 4 * 8 + 4  # F and B of 8 micro-batches on 4 stages, and each stage's optimizer step
+    # F and B of 8 micro-batches on 4 stages, each stage's optimizer step and its wait for the slowest GPU
+    assert spans == 2 * 4 * 8 + 4 + 4
     # 4 stages, each a node of 8 GPUs, said in words
     assert "Llama 3 70B on 32 H100s, modelled" in page.text_content("#on-a-cluster svg.sim-view-projected")
 
