@@ -225,7 +225,7 @@ def test_every_section_with_a_live_slide_asks_a_prediction_first(rendered, deck)
         for spec in re.findall(r"class=\"predict\" data-predict='([^']*)'", html):
             spec = json.loads(spec.replace("&#34;", '"').replace("&quot;", '"').replace("&amp;", "&"))
             assert 2 <= len(spec["choices"]) <= 4, slide_id
-            assert set(spec) == {"read", "per", "pick", "format", "source", "choices"}, "the answer is never in the markup"
+            assert set(spec) == {"read", "per", "pick", "format", "source", "unit", "choices"}, "the answer is never in the markup"
             if spec["source"] == "summary":
                 assert spec["read"].startswith("figures."), slide_id
             else:  # the estimator's replay of the slide's run, which its projected view shows
