@@ -22,10 +22,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simulations import formulas
-from simulations.estimate import collectives
-from simulations.estimate.compute import memory_time
+from simulations.estimate import collectives, compute, memory
 from simulations.estimate.cost import Estimate, estimate
-from simulations.estimate.memory import stage_params
 from simulations.hardware import Cluster
 from simulations.estimate.layout import Layout, LayoutError
 from simulations.estimate.models import Model
@@ -50,10 +48,10 @@ def outer_round(model: Model, cluster: Cluster, layout: Layout, workers: int, in
     inner = estimate(model, replace(cluster, gpus=per_worker), layout)
     h = inner_steps
     # each GPU all-reduces the share of Δ it holds with the GPUs holding the same share in the other workers
-    share = stage_params(model, inner.layout, 0)
+    share = memory.stage_params(model, inner.layout, 0)
     group = collectives.place(workers, per_worker, cluster.gpus_per_node)
     sync = collectives.all_reduce(FP32 * share, group, cluster)
-    outer_step = memory_time(OUTER_STEP_BYTES * share, cluster)
+    outer_step = compute.memory_time(OUTER_STEP_BYTES * share, cluster)
     step = h * inner.step_time_s + sync + outer_step
     # the baseline: plain data parallelism over every worker's GPUs, the gradients all-reduced every step
     baseline = estimate(model, cluster, replace(inner.layout, zero_stage=0, global_batch=inner.layout.global_batch
@@ -64,8 +62,8 @@ def outer_round(model: Model, cluster: Cluster, layout: Layout, workers: int, in
                   "start": h * inner.step_time_s, "end": h * inner.step_time_s + sync})
     spans.append({"stream": "compute", "rank": 0, "kind": "opt", "stage": 0, "mb": -1,
                   "start": h * inner.step_time_s + sync, "end": step})
-    memory = {**inner.memory_per_gpu_bytes, "outer": OUTER_STATE_BYTES * share}
-    memory["total"] = inner.memory_per_gpu_bytes["total"] + memory["outer"]
+    held = {**inner.memory_per_gpu_bytes, "outer": OUTER_STATE_BYTES * share}
+    held["total"] = inner.memory_per_gpu_bytes["total"] + held["outer"]
     sequences = inner.layout.global_batch * workers  # per inner step, all workers
     return replace(
         inner, cluster=cluster, layout=replace(inner.layout, global_batch=sequences), dp=inner.dp * workers,
@@ -75,7 +73,7 @@ def outer_round(model: Model, cluster: Cluster, layout: Layout, workers: int, in
         comm_total_s={**{k: h * v for k, v in inner.comm_total_s.items()}, "outer": sync,
                       "dp_baseline": h * baseline.comm_total_s["dp"]},
         compute_s=h * inner.compute_s, optimizer_s=h * inner.optimizer_s + outer_step, straggler_s=h * inner.straggler_s,
-        memory_per_gpu_bytes=memory, tokens_per_s=h * sequences * model.seq_len / step,
+        memory_per_gpu_bytes=held, tokens_per_s=h * sequences * model.seq_len / step,
         model_flops=h * model.model_flops(sequences * model.seq_len),
         comm_bytes_per_gpu={**{k: h * v for k, v in inner.comm_bytes_per_gpu.items()},
                             "outer": formulas.ring_all_reduce_bytes(FP32 * share, workers),
