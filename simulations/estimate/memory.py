@@ -44,18 +44,28 @@ def layer_params_local(model: Model, layout: Layout) -> float:
     return sum(layer_param_split(model, layout))
 
 
-def stage_param_split(model: Model, layout: Layout, stage: int) -> tuple[float, float]:
+def stage_param_split(model: Model, layout: Layout, stage: int, v: int | None = None) -> tuple[float, float]:
     """Parameters one GPU of `stage` holds, (dense, expert): its layers' share, plus an embedding on the
-    first and the output layer on the last stage (dense), all split over TP (and the experts over EP)."""
+    first and the output layer on the last stage (dense), all split over TP (and the experts over EP).
+
+    With `v` (the virtual stages in effect) the stage's layers are those its chunks hold (chunk_layers): with Llama
+    3's placement the first and the last stage hold one layer fewer than the others, the first chunk on the first
+    stage only the embedding and the last on the last only the output layer (Dubey et al. 2024, sec. 3.3.2; Megatron-LM's
+    --account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split, arguments.py, count the
+    embedding and the loss as a layer each in the split). Without, ceil(L/p) layers: the busiest stage of an uneven
+    split, what the DP traffic and the optimizer step are sized by (traffic.py, cost.py)."""
     p = layout.pp
     embeddings = (stage == 0) + (stage == p - 1)
-    layers = math.ceil(model.layers / p)  # an uneven split: the busiest stage
+    if v is None:
+        layers = math.ceil(model.layers / p)  # an uneven split: the busiest stage
+    else:
+        layers = sum(chunk_layers(model.layers, p, v)[stage::p])
     dense, expert = layer_param_split(model, layout)
     return layers * dense + embeddings * model.vocab * model.hidden / layout.tp, layers * expert
 
 
-def stage_params(model: Model, layout: Layout, stage: int) -> float:
-    return sum(stage_param_split(model, layout, stage))
+def stage_params(model: Model, layout: Layout, stage: int, v: int | None = None) -> float:
+    return sum(stage_param_split(model, layout, stage, v))
 
 
 def shard_ranks(layout: Layout, dpc: int) -> tuple[int, int]:
@@ -65,7 +75,7 @@ def shard_ranks(layout: Layout, dpc: int) -> tuple[int, int]:
     return layout.zero_shards or dpc, dpc // layout.ep
 
 
-def model_states(model: Model, layout: Layout, stage: int, dpc: int) -> dict[str, float]:
+def model_states(model: Model, layout: Layout, stage: int, dpc: int, v: int | None = None) -> dict[str, float]:
     """Parameters, gradients and optimizer states one GPU of `stage` holds during backward, by ZeRO stage
     (formulas.model_state_bytes), the dense and the expert weights each sharded over their own replicas.
 
@@ -91,7 +101,7 @@ def model_states(model: Model, layout: Layout, stage: int, dpc: int) -> dict[str
     states: dict[str, float] = {}
     fsdp = layout.zero_stage == 3
     reduce_bytes, optimizer_bytes = layout.grad_reduce_bytes, OPTIMIZER_BYTES[layout.optimizer_dtype]
-    for params, ranks in zip(stage_param_split(model, layout, stage), shard_ranks(layout, dpc)):
+    for params, ranks in zip(stage_param_split(model, layout, stage, v), shard_ranks(layout, dpc)):
         for role, nbytes in formulas.model_state_bytes(params, "bf16", layout.zero_stage, ranks,
                                                        grad_bytes=FP32 if fsdp else reduce_bytes,
                                                        optimizer_bytes=optimizer_bytes).items():
@@ -116,28 +126,61 @@ def chunk_layers(layers: int, p: int, v: int) -> list[int]:
     return [0] + [1] * layers + [0] * (chunks - layers - 1)
 
 
+def interleaved_warmup(p: int, v: int, m: int, stage: int, group: int | None = None) -> int:
+    """Forward passes (chunk-micro-batches) `stage` runs before its first backward under Megatron-LM's interleaved
+    schedule (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches): (p − stage − 1)·2 for the
+    round trip to the last stage and back, plus (v − 1)·N for the earlier chunks' groups of N micro-batches,
+    all m·v of them when that is more. N is microbatch_group_size_per_vp_stage, Llama 3's tunable N (Dubey et al.
+    2024, Figure 6), p by default (model_parallel_config.py) and at least p (a smaller N leaves dependency bubbles:
+    the schedule refuses it). Until Megatron-LM's tunable schedule (Nov. 2024, commit 4295be1) m = p also ran every
+    forward first; from it, that is only where the count above reaches m·v."""
+    n = p if group is None else group
+    return min(m * v, (p - stage - 1) * 2 + (v - 1) * n)
+
+
+def interleaved_chunk_order(m: int, v: int, group: int) -> list[int]:
+    """The model chunk of each of a stage's m·v forwards, in order (schedules.py, get_schedule_table): groups of
+    `group` micro-batches, each run through chunk 0, then chunk 1, ... chunk v − 1; the last group takes what is
+    left. Backward k runs chunk v − 1 − that of forward k (get_model_chunk_id with forward=False)."""
+    order: list[int] = []
+    for first in range(0, m, group):
+        size = m - first if first + group >= m else group
+        order += [chunk for chunk in range(v) for _ in range(size)]
+        if first + group >= m:
+            break
+    return order
+
+
 def interleaved_layers_in_flight(chunks: list[int], p: int, v: int, m: int, stage: int) -> int:
     """The most layers whose activations `stage` holds at once under Megatron's interleaved schedule
     (Narayanan et al. 2021 sec. 2.2.2; Megatron-LM schedules.py, forward_backward_pipelining_with_interleaving):
-    a warm-up of (p − stage − 1)·2 + (v − 1)·p chunk forwards, then one forward and one backward each, forward k
-    running the stage's chunk (k mod p·v) // p and backward k the chunk v − 1 − that. With equal chunks of k
-    layers the peak is the warm-up's end, (p·v + p − 1)·k: the first stage's L·(1 + (p − 1)/(p·v)) of
-    Korthikanti et al. (sec. 4.2.3). With Llama 3's placement the first stage's embedding-only chunk holds
-    nothing, the second stage holds a layer more, and the steady phase can go above the warm-up (a layer's
-    forward in while an empty chunk's backward goes out); the steady phase repeats every p·v steps, so one
-    period of it is replayed."""
+    interleaved_warmup's forwards, then one forward and one backward each (the forward first: its activations are
+    held before the backward frees the oldest), then the cool-down's backwards, in interleaved_chunk_order with N = p.
+    With equal chunks of k layers the peak is the warm-up's end plus one, (p·v + p − 1)·k on the first stage: its
+    L·(1 + (p − 1)/(p·v)) of Korthikanti et al. (sec. 4.2.3). With Llama 3's placement the first stage's
+    embedding-only chunk holds nothing, the second stage holds a layer more, and the steady phase can go above the
+    warm-up (a layer's forward in while an empty chunk's backward goes out)."""
     own = chunks[stage::p]
-    total = m * v
-    warmup = min(total, (p - stage - 1) * 2 + (v - 1) * p)
-    cycles, rest = divmod(warmup, p * v)
-    full, part = divmod(rest, p)
-    held = cycles * p * sum(own) + p * sum(own[:full]) + (part * own[full] if full < v else 0)
+    order = interleaved_chunk_order(m, v, p)
+    warmup = interleaved_warmup(p, v, m, stage)
+    held = sum(own[c] for c in order[:warmup])
     peak = held
-    for k in range(min(total - warmup, p * v)):
-        held += own[((warmup + k) % (p * v)) // p]
+    steady = len(order) - warmup
+    if m % p == 0:  # groups of p all through: the steady phase repeats every p·v steps, so one period is replayed
+        steady = min(steady, p * v)
+    for k in range(steady):
+        held += own[order[warmup + k]]
         peak = max(peak, held)
-        held -= own[v - 1 - (k % (p * v)) // p]
+        held -= own[v - 1 - order[k]]
     return peak
+
+
+def pipeline_micro_batches_in_flight(p: int, m: int, stage: int) -> int:
+    """Micro-batches whose activations `stage` holds at once under 1F1B without interleaving (Narayanan et al. 2021
+    sec. 2.2.1; Megatron-LM schedules.py, forward_backward_pipelining_without_interleaving): a warm-up of
+    p − stage − 1 forwards (get_pp_rank_microbatches), then one forward before each backward, so p − stage, or all
+    m when fewer: p on the first stage, 1 on the last."""
+    return min(p - stage, m)
 
 
 def layer_activation_bytes_per_token(model: Model) -> float:
@@ -190,22 +233,20 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
     else:
         per_layer = layer_activation_bytes(model, layout, micro_batch, recompute)
     chunks = chunk_layers(model.layers, p, v)
-    if layout.schedule == "gpipe":
-        in_flight = m
-    else:
-        in_flight = min(p, m) * (1 + (p - 1) / (p * v) if v > 1 else 1)
     best = None
     # the first and last stages hold the embedding and the output; with Llama 3's placement the second holds a
     # layer more than the first (its first chunk is the embedding's)
     for stage in {0, min(1, p - 1), p - 1}:
-        states = model_states(model, layout, stage, dp * c)
+        states = model_states(model, layout, stage, dp * c, v)
         layers = sum(chunks[stage::p])  # the stage's chunks (Llama 3's placement: the first holds no layer)
-        if layout.schedule == "interleaved_1f1b" and v > 1 and m >= p:
+        if layout.schedule == "gpipe":  # every forward before any backward
+            acts = per_layer * layers * m
+        elif layout.schedule == "interleaved_1f1b" and v > 1 and m >= p:
             acts = per_layer * interleaved_layers_in_flight(chunks, p, v, m, stage)
-        elif stage == p - 1:  # 1F1B: the last stage runs each micro-batch's backward right after its forward
-            acts = per_layer * layers * min(in_flight, max(1, v))
+        elif v > 1:  # fewer micro-batches than stages (refused by check_micro_batches): Korthikanti's factor
+            acts = per_layer * layers * min(p, m) * (1 + (p - 1) / (p * v))
         else:
-            acts = per_layer * layers * in_flight
+            acts = per_layer * layers * pipeline_micro_batches_in_flight(p, m, stage)
         if recompute == "full":  # the layer being replayed holds its whole activations for a moment
             acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
                                                         t, "selective", layout.sequence_parallel)

@@ -126,3 +126,61 @@ def test_layouts_that_cannot_run_do_not_fit(name, model, gpu, gpus, layout):
     usable = e.cluster.gpu.usable_bytes / (1 + ALLOCATOR_FRAGMENTATION)
     assert e.memory_per_gpu_bytes["total"] > 1.5 * usable, name  # not a near miss: clearly too big
 
+
+
+# -- pipeline schedules: what each stage keeps in flight ----------------------------------------------------------
+
+@pytest.mark.parametrize("p,v,m,stage,warmup", [
+    # Megatron-LM get_pp_rank_microbatches: (p − stage − 1)·2 + (v − 1)·p, at most m·v (worked by hand)
+    (4, 2, 8, 0, 10), (4, 2, 8, 3, 4), (4, 2, 4, 0, 8),  # 6 + 4 = 10 > 4·2: every forward first
+    (16, 8, 16, 0, 128), (16, 8, 16, 1, 128), (16, 8, 16, 15, 112),  # Llama 3 405B at 16 micro-batches
+    (16, 8, 32, 1, 140), (16, 8, 32, 15, 112), (8, 12, 64, 0, 102),
+])
+def test_interleaved_warmup_is_megatrons(p, v, m, stage, warmup):
+    assert memory.interleaved_warmup(p, v, m, stage) == warmup
+
+
+def test_interleaved_chunk_order_is_megatrons_schedule_table():
+    """schedules.py's own example of its tunable table: PP 2, N 3, M 5, VP 2 -> chunks 0 0 0 1 1 1 0 0 1 1; with
+    N = p (the default) and M = 2p, the 2021 order: p forwards of chunk 0, p of chunk 1, again."""
+    assert memory.interleaved_chunk_order(5, 2, 3) == [0, 0, 0, 1, 1, 1, 0, 0, 1, 1]
+    assert memory.interleaved_chunk_order(4, 2, 2) == [0, 0, 1, 1, 0, 0, 1, 1]
+
+
+def test_interleaved_first_stage_peak_is_korthikantis():
+    """Traced by hand, p 2, v 2, 4 micro-batches, one layer a chunk: the first stage runs 4 forwards (warm-up), then
+    forward, backward, ... holding 5 at each forward: L·(1 + (p − 1)/(p·v)) = 4·(1 + 1/4) (Korthikanti et al. sec.
+    4.2.3); the last stage 2 forwards of warm-up, so 3."""
+    chunks = memory.chunk_layers(4, 2, 2)
+    assert [memory.interleaved_layers_in_flight(chunks, 2, 2, 4, s) for s in (0, 1)] == [5, 3]
+
+
+@pytest.mark.parametrize("m,in_flight", [(8, [4, 3, 2, 1]), (2, [2, 2, 2, 1])])
+def test_1f1b_keeps_p_minus_stage_micro_batches(m, in_flight):
+    """Megatron's 1F1B without interleaving: p − stage − 1 warm-up forwards, then one forward before each backward."""
+    assert [memory.pipeline_micro_batches_in_flight(4, m, s) for s in range(4)] == in_flight
+
+
+def test_llama3_placement_first_and_last_stage_hold_one_layer_fewer():
+    """Llama 3 405B, PP 16, V 8 (Dubey et al. sec. 3.3.2): the first stage holds the embedding and 7 layers (its first
+    chunk is the embedding's), the last 7 layers and the output layer, the others 8 layers."""
+    model, layout = replace(MODELS["llama3-405b"], vocab=128256), Layout(tp=8, pp=16, schedule="interleaved_1f1b")
+    layer, table = memory.layer_params_local(model, layout), model.vocab * model.hidden / 8
+    assert memory.stage_params(model, layout, 0, 8) == pytest.approx(7 * layer + table)
+    assert memory.stage_params(model, layout, 1, 8) == pytest.approx(8 * layer)
+    assert memory.stage_params(model, layout, 15, 8) == pytest.approx(7 * layer + table)
+    # without the virtual stages: ceil(126/16) = 8 layers, the busiest stage of an uneven split
+    assert memory.stage_params(model, layout, 0) == pytest.approx(8 * layer + table)
+
+
+def test_gpipe_holds_every_micro_batch_on_the_last_stage_too():
+    """GPipe (Huang et al. 2019) runs every forward before any backward on every stage, the last one included, which
+    also keeps the loss's logits (bf16 and the fp32 softmax, 6 bytes each); 1F1B's last stage holds one micro-batch."""
+    model, hw = MODELS["llama3-8b"], cluster("h100-80gb", 16)
+    base = Layout(tp=1, pp=2, zero_stage=1, micro_batch=1, global_batch=8, recompute="none")
+    per_layer, layers = memory.layer_activation_bytes(model, base, 1, "none"), model.layers // 2
+    logits = model.seq_len * model.vocab * 6
+    gpipe = memory.memory(model, replace(base, schedule="gpipe"), hw, 1, 8, 1)
+    assert gpipe["activations"] == pytest.approx(per_layer * layers * 8 + logits)
+    # 1F1B: the first stage's 2 micro-batches in flight outweigh the last stage's one and its logits
+    assert memory.memory(model, base, hw, 1, 8, 1)["activations"] == pytest.approx(per_layer * layers * 2)
