@@ -217,6 +217,25 @@ export class Player {
     next();
   }
 
+  /**
+   * The frame on screen drawn again (the run complete), one view a task: each is a long draw on a slow
+   * phone, and together with the stream's last frames they made one long task. drawn() waits for it
+   * (print copies a page only after). Skipped once a frame is shown meanwhile (that draws every view).
+   */
+  redrawViews() {
+    const names = Array.from(this.views.keys());
+    const shown = this.shows;
+    let done;
+    const redrawn = new Promise((resolve) => { done = resolve; });
+    const step = () => {
+      if (this.shows !== shown || this.playing || !names.length || !this.frames.length) { done(); return; }
+      this.show(this.index, { duration: 0, only: names.shift() });
+      window.setTimeout(step, 0);
+    };
+    this.drawing = Promise.all([this.drawing, redrawn]).catch(() => {});
+    window.setTimeout(step, 0);
+  }
+
   /** A key during a step's playback: its last frame at once. */
   stopPlaying() {
     for (const svg of this.svgs.values()) finish(svg);
@@ -243,6 +262,7 @@ export class Player {
     // (a resized pane is redrawn at once, so the frame change would jump instead of animating).
     this.captionSizer = Object.assign(document.createElement('div'), { className: 'sim-caption-sizer' });
     this.captionSizer.setAttribute('aria-hidden', 'true');
+    this.reserved = new Set(); // the captions the sizer holds
     const captionBox = Object.assign(document.createElement('div'), { className: 'sim-caption-box' });
     captionBox.append(this.captionEl, this.captionSizer);
     this.summaryEl = Object.assign(document.createElement('div'), { className: 'sim-summary' });
@@ -315,6 +335,8 @@ export class Player {
 
   run() {
     this.connection?.close();
+    window.clearTimeout(this.arrival);
+    this.arrival = null;
     this.stopPlaying();
     const runParams = this.params;
     const early = this.firstFrameFor(runParams);
@@ -336,18 +358,23 @@ export class Player {
         if (frame.index !== this.frames.length) return; // a resumed stream repeats nothing we keep
         this.frames.push(frame);
         this.reserveCaption(frame.caption);
-        this.regroup();
-        if (this.frames.length === 1) this.show(0, { duration: 0 });
-        this.updateStatus();
-        this.notify();
+        if (this.frames.length === 1) {
+          this.regroup();
+          this.show(0, { duration: 0 });
+          this.updateStatus();
+          this.notify();
+        } else {
+          this.arrived(); // the steps, status and deck told once for a burst of frames, not once a frame
+        }
       },
       summary: (summary) => { this.summary = summary; },
       done: () => {
+        this.settleArrivals();
         this.status = 'done';
         this.regroup();
         renderSummary(this.summaryEl, this.summary, this.meta, this.slide);
-        // Views that show the run's figures (the pipeline's bubble) draw them now.
-        if (!this.playing) this.show(this.index, { duration: 0 });
+        // Views that show the run's figures (the pipeline's bubble) or scale to the whole run draw it now.
+        if (!this.playing) this.redrawViews();
         this.updateStatus();
         this.notify();
       },
@@ -361,6 +388,27 @@ export class Player {
     // handler skips); a re-run with other params starts blank.
     if (early && !keep) this.seed(early, handlers);
     this.connection = this.source(this.scenario, runParams, handlers);
+  }
+
+  /**
+   * Frames that arrived: the steps regrouped, the status written and the deck told (which re-runs the
+   * top bar, the hash, the announcer and the embed API) once per burst, in a task of its own after
+   * the stream's events, rather than once per frame inside them (a stream's frames often come in one
+   * network read, dispatched in one task: a long task on a slow phone).
+   */
+  arrived() {
+    if (this.arrival) return;
+    this.arrival = window.setTimeout(() => this.settleArrivals(), 0);
+  }
+
+  settleArrivals() {
+    if (!this.arrival) return;
+    window.clearTimeout(this.arrival);
+    this.arrival = null;
+    if (this.status !== 'streaming') return; // failed or re-run meanwhile: that path said what it had to
+    this.regroup();
+    this.updateStatus();
+    this.notify();
   }
 
   /** The page's first frame, if it is of a run with these params (every one given matches), else null. */
@@ -391,7 +439,8 @@ export class Player {
 
   /** Room for `caption` under the views, once per distinct caption of the run. */
   reserveCaption(caption) {
-    if (!caption || Array.from(this.captionSizer.children).some((p) => p.textContent === caption)) return;
+    if (!caption || this.reserved.has(caption)) return;
+    this.reserved.add(caption);
     this.captionSizer.append(Object.assign(document.createElement('p'), { textContent: caption }));
   }
 
@@ -400,11 +449,14 @@ export class Player {
     for (const svg of this.svgs.values()) { finish(svg); svg.querySelector(':scope > g.frame-layer')?.remove(); }
     this.captionEl.textContent = '';
     this.captionSizer.replaceChildren();
+    this.reserved.clear();
     this.summaryEl.replaceChildren();
     this.slide?.querySelector('aside.notes .sim-notes')?.remove();
   }
 
   fail(message) {
+    window.clearTimeout(this.arrival);
+    this.arrival = null;
     this.stopPlaying();
     this.status = 'error';
     this.error = plainRefusal(message);
@@ -444,7 +496,8 @@ export class Player {
       this.svgs.set(name, svg);
       this.loading.push(loadView(name).then((view) => {
         this.views.set(name, view);
-        if (this.frames.length) this.show(this.index, { duration: 0 });
+        // This view drawn (the others already show the frame): not every view again as each module lands.
+        if (this.frames.length) this.show(this.index, { duration: 0, only: name });
       }, (err) => console.warn(`distdeck: view ${name} failed to load`, err))); // eslint-disable-line no-console
     }
     this.viewsEl.dataset.count = String(this.svgs.size);
@@ -452,8 +505,15 @@ export class Player {
   }
 
   /** Show frame k in every view, animated from what is on screen over `duration` ms. */
-  show(k, { duration = FRAME_MS } = {}) {
+  show(k, { duration = FRAME_MS, only = null } = {}) {
     if (!this.frames.length) return;
+    if (only && this.index !== Math.max(0, Math.min(k, this.frames.length - 1))) only = null;
+    if (!only) this.shows = (this.shows ?? 0) + 1; // every view drawn (redrawViews stops)
+    // Every pane measured before anything is written or drawn: a measure after a write lays the page
+    // out again at once (a forced layout per view per frame). The caption's room is reserved (captionSizer),
+    // so the caption written below does not change a pane's size.
+    const boxes = new Map();
+    for (const [name, svg] of this.svgs) if (this.views.has(name) && (!only || name === only)) boxes.set(name, this.viewBoxOf(svg));
     this.index = Math.max(0, Math.min(k, this.frames.length - 1));
     const frame = this.frames[this.index];
     this.captionEl.textContent = frame.caption;
@@ -468,8 +528,8 @@ export class Player {
     const drawing = [];
     for (const [name, svg] of this.svgs) {
       const view = this.views.get(name);
-      if (!view) continue; // drawn when its module has loaded
-      const viewBox = this.viewBoxOf(svg);
+      if (!view || !boxes.has(name)) continue; // drawn when its module has loaded (or not asked for)
+      const viewBox = boxes.get(name);
       const [, , width, height] = viewBox.split(' ').map(Number);
       const resized = svg.getAttribute('viewBox') !== viewBox;
       svg.setAttribute('viewBox', viewBox);
@@ -492,7 +552,8 @@ export class Player {
         console.warn(`distdeck: view ${name} failed`, err); // eslint-disable-line no-console
       }
     }
-    this.drawing = Promise.all(drawing).catch(() => {});
+    // One view drawn again: the others' drawings (an estimate still being fetched) are still to wait for.
+    this.drawing = Promise.all(only ? [this.drawing, ...drawing] : drawing).catch(() => {});
   }
 
   /**

@@ -25,20 +25,22 @@ export function fit(text, width, size) {
  * data-keep are never hidden. Works on the laid-out layer, so it sees the real glyph boxes.
  */
 export function declutter(layer, slack = 0.5) {
+  // Every box read before any label goes: removing one between reads would lay the view out again for
+  // the next read (a forced layout per hidden label). An SVG label's box does not depend on the others.
+  const texts = Array.from(layer.querySelectorAll('text')).filter((text) => text.textContent.trim());
+  const rects = texts.map((text) => text.getBoundingClientRect());
+  const empty = (r) => r.width === 0 && r.height === 0;
+  if (rects.length && rects.every(empty)) return; // not laid out (a hidden slide): nothing to measure
   const boxes = [];
-  let hidden = 0;
-  for (const text of layer.querySelectorAll('text')) {
-    if (!text.textContent.trim()) continue;
-    const r = text.getBoundingClientRect();
-    if (r.width === 0 && r.height === 0) return; // not laid out (a hidden slide): nothing to measure
+  const drop = [];
+  texts.forEach((text, i) => {
+    const r = rects[i];
+    if (empty(r)) return; // a label not shown covers nothing
     const box = { l: r.left + slack, r: r.right - slack, t: r.top + slack, b: r.bottom - slack };
     const hit = boxes.some((o) => box.l < o.r && o.l < box.r && box.t < o.b && o.t < box.b);
-    if (hit && !text.hasAttribute('data-keep')) {
-      text.remove();
-      hidden += 1;
-    } else {
-      boxes.push(box);
-    }
-  }
-  layer.setAttribute('data-hidden-labels', hidden);
+    if (hit && !text.hasAttribute('data-keep')) drop.push(text);
+    else boxes.push(box);
+  });
+  for (const text of drop) text.remove();
+  layer.setAttribute('data-hidden-labels', drop.length);
 }
