@@ -167,7 +167,11 @@ def llama3_rows(virtual_stages=LLAMA3_VIRTUAL_STAGES):
 
 # -- table F: Megatron-Core r0.8.0 weak scaling on H100 ----------------------------------------------
 
-# params (B), heads, hidden, layers, TP, PP, GPUs, batch, published TFLOP/s per GPU
+# params (B), heads, hidden, layers, TP, PP, GPUs, batch, published TFLOP/s per GPU. Re-read from the image at f2e5db4
+# (h21rows): every row as entered; its own columns agree with one another, MFU = TFLOP/s / 989 (1.7B: 408.8 → 41 %,
+# printed "41%"; 314B: 474.4 → 48 %) and aggregate = TFLOP/s × GPUs (1.7B: 19.6 PFLOP/s, printed 19.6), and DP =
+# GPUs / (TP·PP) = 48 on every row. The 1.7B row's error (too fast) is not an entry's: what it leaves unpublished
+# (micro-batch, where `auto` picks 4) is the only freedom, and the estimator's FLOPs are Megatron's formula exactly.
 MEGATRON_CORE_H100 = [
     (1.7, 16, 2048, 24, 1, 1, 48, 192, 408.8),
     (7.1, 32, 4096, 30, 2, 1, 96, 192, 465.9),
