@@ -31,6 +31,10 @@ on a stream beside compute with the dependencies a real step has:
   Each parameter is reduced (and, under ZeRO, sharded) over the ranks that replicate it: the dense ones
   over DP·CP, a mixture of experts' expert weights over their expert-data-parallel group, dp·cp/ep ranks
   (`replica_groups`).
+While a collective runs beside compute (ZeRO-3's gathers and scatters, DP's buckets, the overlapped parameter
+all-gather) NCCL holds SMs no kernel shares, and the compute beside it runs on the rest (traffic.contention,
+compute.LayerTime.held_rate_*): an overlapped collective costs the time it outlasts its window, or what it slows
+the compute in it, whichever is more. TP's and CP's overlapped collectives are not slowed so (not modelled).
 The optimizer step is a memory-bound pass over the shard each rank owns (a fused Adam, or torch's foreach AdamW and a
 clipping pass in eager PyTorch); and the step waits for its slowest GPU (straggler_allowance).
 Memory per GPU: simulations.formulas (model states by ZeRO stage, activations per layer).
