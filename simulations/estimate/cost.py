@@ -307,11 +307,16 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                 for r in replicas]
     reduce = gather = 0.0  # the data-parallel reduction of stages 0-2 and their parameter all-gather
 
+    def bucket_lost(comm: float) -> float:
+        """What the backward loses to a reduction's buckets in flight beside it: all but the last, which waits for
+        the end of backward (traffic.contention)."""
+        return traffic.contention(comm - comm / max(1.0, layers_per_chunk), last_backward, lt.held_rate_backward)
+
     def overlapped(comm: float) -> float:
-        """A reduction issued bucket by bucket during the last backward: the tail after it, and what the backward
-        loses to the buckets in flight beside it (traffic.contention)."""
+        """A reduction issued bucket by bucket during the last backward: the buckets' own pace, or the backward
+        slowed by them and the last bucket after it (traffic.overlapped_tail), whichever ends later."""
         tail = traffic.overlapped_tail(comm, last_backward, layers_per_chunk)
-        return tail + traffic.contention(comm - tail, last_backward, lt.held_rate_backward)
+        return max(tail, comm / max(1.0, layers_per_chunk) + bucket_lost(comm))
 
     if replicas and layout.zero_stage < 3:
         for r, both in zip(replicas, traffics):  # dense, then experts (Megatron-core's DDP: separate buffers)
@@ -324,7 +329,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                 gather += traffic.bucketed(collectives.all_gather, shard_traffic["all_gather"] * r.ranks, layout, r, cluster,
                                    element_bytes=BF16)
         if layout.zero_stage == 2 and m > 1:  # a reduce-scatter after every micro-batch's backward, overlapped
-            per_mb = traffic.contended(reduce, last_backward, last_backward, lt.held_rate_backward)
+            per_mb = max(0.0, reduce - last_backward, bucket_lost(reduce))
             reduce_exposed = per_mb * (m - 1) + (overlapped(reduce) if layout.overlap_grad_reduce else reduce)
         elif layout.overlap_grad_reduce:  # buckets reduced while the last backward goes on; the last bucket waits
             reduce_exposed = overlapped(reduce)
@@ -391,6 +396,13 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             cp_forward=lt.cp_forward if ring else 0.0, cp_backward=lt.cp_backward if ring else 0.0,
             cp_waits_forward=0.0 if ring else lt.cp_forward_exposed, cp_waits_backward=cp_waits_backward,
             gather=z3_gather, scatter=z3_scatter, bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
+            # what compute loses to the collectives beside it (traffic.contention)
+            forward_lost=traffic.contention(z3_gather, lt.forward, lt.held_rate_forward),
+            backward_lost=traffic.contention(z3_gather + z3_scatter, lt.backward_input + lt.recompute + lt.backward_weight,
+                                             lt.held_rate_backward),
+            bucket_lost=bucket_lost(reduce) if layout.overlap_grad_reduce else 0.0,
+            gather_lost=traffic.contention(gather, sum(dur["F"]), lt.held_rate_forward)
+            if layout.overlap_param_gather and layout.zero_stage < 3 else 0.0,
             reduce_every_micro_batch=layout.zero_stage == 2,
             overlap_reduce=layout.overlap_grad_reduce, optimizer=optimizer))
     elif keep_spans:
