@@ -78,7 +78,7 @@ def layer_spans(c: LayerCosts) -> list[dict]:
                           "start": start, "end": start + length})
         return start + length
 
-    clock = compute("F", 0, -1, 0.0, c.gather_lost)
+    clock = 0.0
     zero3 = c.gather > 0
     for mb in range(c.micro_batches):
         # forward: gather layer l + 1 while layer l computes
@@ -91,7 +91,8 @@ def layer_spans(c: LayerCosts) -> list[dict]:
                 gathered = comm("zero3", mb, layer + 1, start, c.gather)
             if c.cp_forward:
                 comm("cp", mb, layer, start, c.cp_forward)
-            clock = compute("F", mb, layer, start, c.forward + c.forward_lost)
+            first = c.gather_lost if mb == 0 and layer == 0 else 0.0  # beside the parameter all-gather
+            clock = compute("F", mb, layer, start, c.forward + c.forward_lost + first)
             if c.cp_waits_forward:
                 clock = comm("cp", mb, layer, clock, c.cp_waits_forward)
             if c.ep_waits:
