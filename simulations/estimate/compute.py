@@ -59,6 +59,7 @@ def mainloop_flops_per_sm(gpu: GPU) -> float:
     return 2 * TILE_M * TILE_N * k / (per_wave - tile_overhead(gpu))
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a search asks the same shapes of many layouts
 def matmul_time(m: float, n: float, k: float, cluster: Cluster, fp8: bool = False, held: int = 0) -> float:
     """[m, k] × [k, n] in bf16: waves of 128 × 256 tiles over the SMs (the last wave's idle SMs wasted), each wave its
     main loop over K plus what a tile pays once (tile_overhead), never faster than the sustained rate; or HBM-bound. `fp8`: the
