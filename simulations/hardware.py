@@ -98,6 +98,13 @@ NCCL_RING_STEP_US = {"nvlink": 3.4, "network": 14.0}
 NCCL_TREE_STEP_US = {"nvlink": 4.0, "network": 14.0}
 NCCL_PAT_LEVEL_US, NCCL_PAT_RANK_US, NCCL_PAT_BANDWIDTH = 14.0 / 3.5, 2.8, 0.75
 
+# SMs an NCCL collective holds while it runs: one CTA per channel, each on an SM of its own that no compute kernel
+# shares ("NCCL CTAs won't share an SM with compute kernels"), and as many channels as the platform needs for its
+# bandwidth: "If you are on DGX with 8 NICs [...] then it would use 16 SMs" (S. Jeaugey, NCCL maintainer,
+# NVIDIA/nccl issue #689, "Does NCCL Allreduce kernels slowdown the computation kernels of GPU?"). Every catalog
+# node here is a DGX/HGX with 8 GPUs and 8 NICs. While a collective runs beside compute, compute has the other SMs.
+NCCL_COLLECTIVE_SMS = 16
+
 
 @dataclass(frozen=True)
 class GPU:

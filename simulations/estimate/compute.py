@@ -13,7 +13,7 @@ from simulations.estimate import collectives, kernels, traffic
 from simulations.estimate.collectives import Group
 from simulations.estimate.layout import Layout, kv_heads_per_tp_rank
 from simulations.estimate.models import BF16, Model
-from simulations.hardware import GPU, HBM_EFFICIENCY, Cluster
+from simulations.hardware import GPU, HBM_EFFICIENCY, NCCL_COLLECTIVE_SMS, Cluster
 
 
 # The optimizer step per parameter it owns, all memory-bound passes (Megatron-LM's mixed-precision
@@ -44,8 +44,9 @@ def tile_overhead(gpu: GPU) -> float:
     return per_tile * gpu.sms / (gpu.hbm_bandwidth * HBM_EFFICIENCY)
 
 
-def waves(m: float, n: float, gpu: GPU) -> int:
-    return math.ceil(math.ceil(m / TILE_M) * math.ceil(n / TILE_N) / gpu.sms)
+def waves(m: float, n: float, gpu: GPU, held: int = 0) -> int:
+    """Waves of tiles over the SMs, `held` of them taken by a collective running beside (NCCL_COLLECTIVE_SMS)."""
+    return math.ceil(math.ceil(m / TILE_M) * math.ceil(n / TILE_N) / (gpu.sms - held))
 
 
 @functools.cache
@@ -58,15 +59,18 @@ def mainloop_flops_per_sm(gpu: GPU) -> float:
     return 2 * TILE_M * TILE_N * k / (per_wave - tile_overhead(gpu))
 
 
-def matmul_time(m: float, n: float, k: float, cluster: Cluster, fp8: bool = False) -> float:
+@functools.lru_cache(maxsize=1 << 16)  # a search asks the same shapes of many layouts
+def matmul_time(m: float, n: float, k: float, cluster: Cluster, fp8: bool = False, held: int = 0) -> float:
     """[m, k] × [k, n] in bf16: waves of 128 × 256 tiles over the SMs (the last wave's idle SMs wasted), each wave its
     main loop over K plus what a tile pays once (tile_overhead), never faster than the sustained rate; or HBM-bound. `fp8`: the
-    inputs in FP8 at the GPU's FP8 rate (hardware.GPU.fp8_flops; the same sustained fraction), 1 byte an input."""
+    inputs in FP8 at the GPU's FP8 rate (hardware.GPU.fp8_flops; the same sustained fraction), 1 byte an input.
+    `held`: SMs a collective beside it holds; the tiles run in waves over the others, each at the same per-SM rate."""
     gpu = cluster.gpu
     fp8_speedup = gpu.fp8_flops / gpu.peak_flops if fp8 else 1.0
-    per_wave = 2 * TILE_M * TILE_N * k / (mainloop_flops_per_sm(gpu) * fp8_speedup) + tile_overhead(gpu)
+    left = (gpu.sms - held) / gpu.sms
+    per_wave = 2 * TILE_M * TILE_N * k / (mainloop_flops_per_sm(gpu) * fp8_speedup) + tile_overhead(gpu) * left
     # never above the sustained rate: the MAMF is the best of every shape scanned, so no shape beats it
-    compute = max(waves(m, n, gpu) * per_wave, 2 * m * n * k / (gpu.sustained_flops * fp8_speedup))
+    compute = max(waves(m, n, gpu, held) * per_wave, 2 * m * n * k / (gpu.sustained_flops * fp8_speedup * left))
     moved = (1 if fp8 else BF16) * (m * k + k * n) + BF16 * m * n
     return max(compute, moved / (gpu.hbm_bandwidth * HBM_EFFICIENCY))
 
@@ -122,6 +126,10 @@ class LayerTime:
     cp_backward: float = 0.0
     cp_forward_exposed: float = 0.0
     cp_backward_exposed: float = 0.0
+    # the rate compute keeps while a collective holds NCCL_COLLECTIVE_SMS beside it (1: unslowed), forward and
+    # backward: matmuls in waves over the SMs left, attention on them, HBM-bound passes as fast
+    held_rate_forward: float = 1.0
+    held_rate_backward: float = 1.0
 
 
 def ring_merge_bytes(model: Model, tokens: float, t: int, c: int) -> tuple[float, float]:
@@ -144,16 +152,22 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     shapes = [(qkv_cols, h), (h, h / t), (ffn_up, h), (h, f / t)]  # (n, k) of Q/K/V, O, FFN up, FFN down
     experts = model.top_k if model.experts else 1
     forward_mm = backward_in = backward_w = 0.0
+    held = NCCL_COLLECTIVE_SMS
+    held_mm_f = held_mm_b = 0.0  # the same matmuls with the collective's SMs held
     fp8 = layout.precision == "fp8"  # the layers' linears in FP8 (TransformerEngine); attention and logits in bf16
     for i, (n, k) in enumerate(shapes):
         rows = tokens * (experts if i >= 2 else 1)
         forward_mm += matmul_time(rows, n, k, cluster, fp8)
         backward_in += matmul_time(rows, k, n, cluster, fp8)  # dX = dY · Wᵀ
         backward_w += matmul_time(k, n, rows, cluster, fp8)  # dW = Xᵀ · dY
+        held_mm_f += matmul_time(rows, n, k, cluster, fp8, held)
+        held_mm_b += matmul_time(rows, k, n, cluster, fp8, held) + matmul_time(k, n, rows, cluster, fp8, held)
         if fp8:
             cast_f, cast_b = fp8_cast_bytes(rows, n, k)
             forward_mm += memory_time(cast_f, cluster)
             backward_in += memory_time(cast_b, cluster)
+            held_mm_f += memory_time(cast_f, cluster)
+            held_mm_b += memory_time(cast_b, cluster)
     # attention core, this rank's heads and queries over the whole context
     heads = model.heads / t
     if model.flash_attention:  # the kernel's published rate for this GPU, head size, mask, direction, length
@@ -180,6 +194,9 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     elementwise = memory_time(tokens * per_row / sp + tokens * per_row_tp, cluster)
     forward = forward_mm + attn_fwd + elementwise
     backward_input = backward_in + attn_bwd + 1.5 * elementwise
+    attn_held = cluster.gpu.sms / (cluster.gpu.sms - held)  # attention's blocks over the SMs left
+    held_f = held_mm_f + attn_fwd * attn_held + elementwise
+    held_b = held_mm_b + attn_bwd * attn_held + 1.5 * elementwise
     if c > 1 and layout.cp_comm == "ring":
         merge_f, merge_b = ring_merge_bytes(model, tokens, t, c)
         forward += memory_time(merge_f, cluster)
@@ -188,6 +205,8 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         kernels_f, kernels_b = layer_kernels(model, layout)
         forward = max(forward, kernels_f * EAGER_KERNEL_CPU_S)
         backward_input += max(0.0, kernels_b * EAGER_KERNEL_CPU_S - backward_input - backward_w)
+        held_f = max(held_f, kernels_f * EAGER_KERNEL_CPU_S)  # CPU-bound: the GPU waits either way
+        held_b = max(held_b, kernels_b * EAGER_KERNEL_CPU_S)
     if layout.recompute == "full":
         recompute = forward
     elif layout.recompute == "selective" and not model.flash_attention:
@@ -228,4 +247,5 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     if model.experts and layout.ep > 1:  # dispatch and combine, forward and backward
         ep_exposed = 4 * collectives.all_to_all(activation * model.top_k, ep_group, cluster)
     return LayerTime(forward, backward_input, backward_w, recompute, tp_forward, tp_backward, ep_exposed, attn_fwd,
-                     cp_f, cp_b, cp_f_exposed, cp_b_exposed)
+                     cp_f, cp_b, cp_f_exposed, cp_b_exposed,
+                     min(1.0, forward / held_f), min(1.0, (backward_input + backward_w) / held_b))

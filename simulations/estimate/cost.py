@@ -31,6 +31,10 @@ on a stream beside compute with the dependencies a real step has:
   Each parameter is reduced (and, under ZeRO, sharded) over the ranks that replicate it: the dense ones
   over DP·CP, a mixture of experts' expert weights over their expert-data-parallel group, dp·cp/ep ranks
   (`replica_groups`).
+While a collective runs beside compute (ZeRO-3's gathers and scatters, DP's buckets, the overlapped parameter
+all-gather) NCCL holds SMs no kernel shares, and the compute beside it runs on the rest (traffic.contention,
+compute.LayerTime.held_rate_*): an overlapped collective costs the time it outlasts its window, or what it slows
+the compute in it, whichever is more. TP's and CP's overlapped collectives are not slowed so (not modelled).
 The optimizer step is a memory-bound pass over the shard each rank owns (a fused Adam, or torch's foreach AdamW and a
 clipping pass in eager PyTorch); and the step waits for its slowest GPU (straggler_allowance).
 Memory per GPU: simulations.formulas (model states by ZeRO stage, activations per layer).
@@ -221,13 +225,15 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         z3_gather = sum(collectives.all_gather(BF16 * r.layer, r.group, cluster) for r in replicas)
         z3_scatter = sum(collectives.reduce_scatter(layout.grad_reduce_bytes * r.layer, r.group, cluster)
                          for r in replicas)
-        zero3_f = max(0.0, z3_gather - lt.forward - lt.tp_forward)
+        # the gathers hold SMs while the layer computes beside them (traffic.contended)
+        zero3_f = traffic.contended(z3_gather, lt.forward + lt.tp_forward, lt.forward, lt.held_rate_forward)
         # the backward window: input gradients (and replay), then the weight gradients or TP's backward
         # collectives beside them, whichever is longer
         tp_beside = lt.tp_backward if layout.overlap_tp_comm else 0.0
         window = lt.backward_input + lt.recompute + max(lt.backward_weight, tp_beside) + (
             0.0 if layout.overlap_tp_comm else lt.tp_backward)
-        zero3_b = max(0.0, z3_gather + z3_scatter - window)
+        zero3_b = traffic.contended(z3_gather + z3_scatter, window,
+                                    lt.backward_input + lt.recompute + lt.backward_weight, lt.held_rate_backward)
     layers_per_chunk = math.ceil(model.layers / (p * v))  # uneven splits: the busiest stage sets the pace
     f_layer = lt.forward + lt.tp_forward + lt.cp_forward_exposed + lt.ep_exposed / 2 + zero3_f
     tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight) if layout.overlap_tp_comm else lt.tp_backward
@@ -300,6 +306,18 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     traffics = [traffic.sharded_traffic(r.stage, layout.zero_stage, r.ranks, r.across, m, layout.grad_reduce_bytes, BF16)
                 for r in replicas]
     reduce = gather = 0.0  # the data-parallel reduction of stages 0-2 and their parameter all-gather
+
+    def bucket_lost(comm: float) -> float:
+        """What the backward loses to a reduction's buckets in flight beside it: all but the last, which waits for
+        the end of backward (traffic.contention)."""
+        return traffic.contention(comm - comm / max(1.0, layers_per_chunk), last_backward, lt.held_rate_backward)
+
+    def overlapped(comm: float) -> float:
+        """A reduction issued bucket by bucket during the last backward: the buckets' own pace, or the backward
+        slowed by them and the last bucket after it (traffic.overlapped_tail), whichever ends later."""
+        tail = traffic.overlapped_tail(comm, last_backward, layers_per_chunk)
+        return max(tail, comm / max(1.0, layers_per_chunk) + bucket_lost(comm))
+
     if replicas and layout.zero_stage < 3:
         for r, both in zip(replicas, traffics):  # dense, then experts (Megatron-core's DDP: separate buffers)
             shard_traffic = both["shard"]
@@ -311,14 +329,15 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                 gather += traffic.bucketed(collectives.all_gather, shard_traffic["all_gather"] * r.ranks, layout, r, cluster,
                                    element_bytes=BF16)
         if layout.zero_stage == 2 and m > 1:  # a reduce-scatter after every micro-batch's backward, overlapped
-            per_mb = max(0.0, reduce - last_backward)
-            reduce_exposed = per_mb * (m - 1) + (traffic.overlapped_tail(reduce, last_backward, layers_per_chunk)
-                                                 if layout.overlap_grad_reduce else reduce)
+            per_mb = max(0.0, reduce - last_backward, bucket_lost(reduce))
+            reduce_exposed = per_mb * (m - 1) + (overlapped(reduce) if layout.overlap_grad_reduce else reduce)
         elif layout.overlap_grad_reduce:  # buckets reduced while the last backward goes on; the last bucket waits
-            reduce_exposed = traffic.overlapped_tail(reduce, last_backward, layers_per_chunk)
+            reduce_exposed = overlapped(reduce)
         else:
             reduce_exposed = reduce
-        exposed["dp"] = reduce_exposed + (0.0 if layout.overlap_param_gather else gather)
+        # overlapped, the parameter all-gather runs beside the next step's first forward, holding its SMs
+        exposed["dp"] = reduce_exposed + (traffic.contention(gather, sum(dur["F"]), lt.held_rate_forward)
+                                          if layout.overlap_param_gather else gather)
         comm_total["dp"] = reduce + gather
     elif layout.zero_stage == 3 and replicas:
         comm_total["zero3"] = (2 * z3_gather + z3_scatter) * model.layers / p * m
@@ -328,7 +347,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         reduce = sum(calls * collectives.all_reduce(both["replicate"]["all_reduce"] / calls, r.across_group, cluster)
                      for r, both in zip(replicas, traffics) if "replicate" in both)
         if layout.overlap_grad_reduce:
-            exposed["dp"] = traffic.overlapped_tail(reduce, last_backward, layers_per_chunk)
+            exposed["dp"] = overlapped(reduce)
         else:
             exposed["dp"] = reduce
         comm_total["dp"] = reduce
@@ -377,6 +396,13 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             cp_forward=lt.cp_forward if ring else 0.0, cp_backward=lt.cp_backward if ring else 0.0,
             cp_waits_forward=0.0 if ring else lt.cp_forward_exposed, cp_waits_backward=cp_waits_backward,
             gather=z3_gather, scatter=z3_scatter, bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
+            # what compute loses to the collectives beside it (traffic.contention)
+            forward_lost=traffic.contention(z3_gather, lt.forward, lt.held_rate_forward),
+            backward_lost=traffic.contention(z3_gather + z3_scatter, lt.backward_input + lt.recompute + lt.backward_weight,
+                                             lt.held_rate_backward),
+            bucket_lost=bucket_lost(reduce) if layout.overlap_grad_reduce else 0.0,
+            gather_lost=traffic.contention(gather, sum(dur["F"]), lt.held_rate_forward)
+            if layout.overlap_param_gather and layout.zero_stage < 3 else 0.0,
             reduce_every_micro_batch=layout.zero_stage == 2,
             overlap_reduce=layout.overlap_grad_reduce, optimizer=optimizer))
     elif keep_spans:

@@ -51,6 +51,13 @@ class LayerCosts:
     reduce_every_micro_batch: bool  # ZeRO-2 reduce-scatters after each micro-batch
     overlap_reduce: bool  # buckets during backward; False: the whole reduction after it
     optimizer: float
+    # compute lost to NCCL's SMs while a collective runs beside it (traffic.contention): each layer's forward and
+    # backward beside ZeRO-3's gathers and scatters, a reducing micro-batch's backward beside its DP buckets (charged
+    # before the last bucket), and the first forward beside ZeRO-1/2's overlapped parameter all-gather
+    forward_lost: float = 0.0
+    backward_lost: float = 0.0
+    bucket_lost: float = 0.0
+    gather_lost: float = 0.0
 
 
 def layer_spans(c: LayerCosts) -> list[dict]:
@@ -84,7 +91,8 @@ def layer_spans(c: LayerCosts) -> list[dict]:
                 gathered = comm("zero3", mb, layer + 1, start, c.gather)
             if c.cp_forward:
                 comm("cp", mb, layer, start, c.cp_forward)
-            clock = compute("F", mb, layer, start, c.forward)
+            first = c.gather_lost if mb == 0 and layer == 0 else 0.0  # beside the parameter all-gather
+            clock = compute("F", mb, layer, start, c.forward + c.forward_lost + first)
             if c.cp_waits_forward:
                 clock = comm("cp", mb, layer, clock, c.cp_waits_forward)
             if c.ep_waits:
@@ -102,7 +110,7 @@ def layer_spans(c: LayerCosts) -> list[dict]:
                 gathered = comm("zero3", mb, layer - 1, start, c.gather)
             if c.cp_backward:
                 comm("cp", mb, layer, start, c.cp_backward)
-            inputs_done = compute("B", mb, layer, start, c.backward)
+            inputs_done = compute("B", mb, layer, start, c.backward + c.backward_lost)
             if c.cp_waits_backward:
                 inputs_done = comm("cp", mb, layer, inputs_done, c.cp_waits_backward)
             if c.ep_waits:
@@ -113,7 +121,7 @@ def layer_spans(c: LayerCosts) -> list[dict]:
             scattered = comm("zero3", mb, layer, clock, c.scatter) if zero3 else clock
             if reduce_now and c.overlap_reduce and layer > 0:  # HSDP: the shard, once reduce-scattered
                 comm("dp", mb, layer, scattered, c.bucket)
-        clock = compute("B", mb, -1, clock, c.embed_backward)
+        clock = compute("B", mb, -1, clock, c.embed_backward + (c.bucket_lost if reduce_now and c.overlap_reduce else 0.0))
         if reduce_now and c.overlap_reduce:  # the first layer shares the last bucket with the embedding
             comm("dp", mb, 0, clock, c.bucket)
         if reduce_now and not c.overlap_reduce:

@@ -151,3 +151,20 @@ def bucketed(collective, size: float, layout: Layout, replicas, cluster: Cluster
     elements = size / (element_bytes or layout.grad_reduce_bytes)
     calls = max(1, math.ceil(elements / bucket_params(layout, replicas.ranks)))
     return calls * collective(size / calls, replicas.group, cluster)
+
+
+def contention(comm: float, compute: float, rate: float) -> float:
+    """Seconds `compute` seconds of kernels lose to a collective of `comm` seconds running beside them: while it
+    runs, NCCL holds NCCL_COLLECTIVE_SMS of the GPU's SMs and compute proceeds at `rate` of its speed
+    (compute.LayerTime.held_rate_*: its matmuls in waves over the SMs left), for as long as both run; nothing when
+    either is zero. Measured overlap costs compute more than the SMs alone (Lee et al. 2025, arXiv 2507.03114:
+    18.9 % on average, up to 40 %, on A100 and H100, HBM contention among the causes): a lower bound."""
+    if comm <= 0 or compute <= 0 or rate >= 1:
+        return 0.0
+    return (1 - rate) * min(comm, compute / rate)
+
+
+def contended(comm: float, window: float, compute: float, rate: float) -> float:
+    """What a collective of `comm` seconds adds to a `window` it runs beside, `compute` seconds of which are
+    kernels: what outlasts the window, or what the kernels lose to it (`contention`), whichever is more."""
+    return max(0.0, comm - window, contention(comm, compute, rate))

@@ -26,6 +26,9 @@ class EstimatorMutant:
 
 
 MUTANTS = [
+    EstimatorMutant("contention-after-compute", "simulations.estimate.traffic",
+                    "return (1 - rate) * min(comm, compute / rate)", "return (1 - rate) * comm",
+                    "compute charged for the whole collective beside it, even the part after the compute is over"),
     EstimatorMutant("no-weight-gradients", "simulations.estimate.compute",
                     "backward_w += matmul_time(k, n, rows, cluster, fp8)", "backward_w += 0.0",
                     "backward computes the input gradients only (half its matmuls)"),
@@ -36,7 +39,7 @@ MUTANTS = [
                     "f_layer = lt.forward + lt.tp_forward +", "f_layer = lt.forward + 0.0 +",
                     "TP's forward collectives hidden, though compute waits for them"),
     EstimatorMutant("dp-reduce-always-hidden", "simulations.estimate.cost",
-                    "            reduce_exposed = traffic.overlapped_tail(reduce, last_backward, layers_per_chunk)",
+                    "            reduce_exposed = overlapped(reduce)",
                     "            reduce_exposed = 0.0",
                     "an overlapped DP reduction leaves nothing exposed, not even its last bucket"),
     EstimatorMutant("one-nic-per-ring", "simulations.estimate.collectives",
@@ -100,10 +103,10 @@ MUTANTS = [
                     'if layout.executes != "compiled":  # the GPU waits', "if False:  # the GPU waits",
                     "eager kernels issued for free: the GPU never waits for the CPU"),
     EstimatorMutant("skinny-gemm-at-big-gemm-rate", "simulations.estimate.compute",
-                    "compute = max(waves(m, n, gpu) * per_wave,", "compute = max(0.0,",
+                    "compute = max(waves(m, n, gpu, held) * per_wave,", "compute = max(0.0,",
                     "every GEMM at the sustained rate, whatever its shape (no waves, no per-tile cost)"),
     EstimatorMutant("tile-cost-ignored", "simulations.estimate.compute",
-                    "per_wave = 2 * TILE_M * TILE_N * k / (mainloop_flops_per_sm(gpu) * fp8_speedup) + tile_overhead(gpu)",
+                    "per_wave = 2 * TILE_M * TILE_N * k / (mainloop_flops_per_sm(gpu) * fp8_speedup) + tile_overhead(gpu) * left",
                     "per_wave = 2 * TILE_M * TILE_N * k / (mainloop_flops_per_sm(gpu) * fp8_speedup)",
                     "a wave of tiles pays no fixed cost: a short-K GEMM as efficient as a long one"),
     EstimatorMutant("optimizer-ignores-the-stack", "simulations.estimate.compute",

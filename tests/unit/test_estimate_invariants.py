@@ -333,3 +333,53 @@ def test_the_step_waits_for_its_slowest_gpu_more_as_ranks_grow():
         runs[gpus] = e
     assert runs[512].compute_s == pytest.approx(runs[8].compute_s, rel=1e-12)
     assert runs[512].straggler_s > 1.3 * runs[8].straggler_s
+
+
+def test_a_gemm_beside_a_collective_runs_in_waves_over_the_sms_it_leaves():
+    """NCCL holds 16 SMs while it runs (hardware.NCCL_COLLECTIVE_SMS; nccl#689): an 8192³ GEMM's 2048 tiles then run
+    in ceil(2048 / 116) = 18 waves on H100, not 16, each wave's fixed cost paid by 116 SMs, not 132."""
+    from simulations.estimate.compute import matmul_time
+
+    hw = cluster("h100-80gb", 8)
+    overhead = ((128 + 256) * 128 + 128 * 256 * 2) * 132 / (3350e9 * 0.85)
+    wave_left = _h100_wave_by_hand(8192) - overhead * 16 / 132
+    assert matmul_time(8192, 8192, 8192, hw, held=16) == pytest.approx(18 * wave_left, rel=1e-9)
+    assert matmul_time(8192, 8192, 8192, hw, held=0) == matmul_time(8192, 8192, 8192, hw)
+    # few tiles: one wave either way, as fast (the 96 tiles of a 1024 × 3072 output fit on the 116 SMs left)
+    assert matmul_time(1024, 3072, 4096, hw, held=16) == pytest.approx(matmul_time(1024, 3072, 4096, hw), rel=0.15)
+
+
+def test_contention_by_hand_and_only_while_both_run():
+    """Compute at 0.8 of its speed beside a collective: 10 ms of it beside 5 ms of collective loses 0.2 × 5 = 1 ms;
+    beside 20 ms it runs slowed to its end, 10 / 0.8 = 12.5 ms, and loses 2.5 ms, never more (the collective's
+    time after the compute is over slows nothing). Nothing when either side is empty."""
+    from simulations.estimate.traffic import contended, contention
+
+    assert contention(5e-3, 10e-3, 0.8) == pytest.approx(1e-3)
+    assert contention(20e-3, 10e-3, 0.8) == pytest.approx(2.5e-3)
+    assert contention(0.0, 10e-3, 0.8) == contention(5e-3, 0.0, 0.8) == contention(5e-3, 10e-3, 1.0) == 0.0
+    assert contended(20e-3, 10e-3, 10e-3, 0.8) == pytest.approx(10e-3)  # the collective outlasts the window
+    assert contended(5e-3, 10e-3, 10e-3, 0.8) == pytest.approx(1e-3)
+    rng = random.Random(21)
+    for _ in range(200):
+        comm, compute, rate = rng.uniform(0, 1), rng.uniform(0, 1), rng.uniform(0.5, 1)
+        lost = contention(comm, compute, rate)
+        assert 0 <= lost <= min(comm * (1 - rate), compute * (1 / rate - 1)) + 1e-12
+        assert contention(comm * 1.5, compute, rate) >= lost  # more collective never loses less
+
+
+def test_collectives_beside_compute_never_make_a_step_faster(random_estimates, monkeypatch):
+    """With NCCL holding no SMs (every held rate 1) no estimate is slower than with them; a run with nothing to
+    communicate (one GPU) is the same either way; an FSDP run's layers lose time to their gathers."""
+    from simulations.estimate import compute
+
+    with_sms = [(model, kw, e.step_time_s) for model, kw, e in random_estimates[:20]]
+    single = build("custom", layers=4, hidden=1024, heads=8, vocab=32000, seq_len=2048, gpus=1, tp=1,
+                   micro_batch=1, global_batch=4)
+    fsdp = build("llama3-8b", gpus=16, tp=1, zero_stage=3, micro_batch=1, global_batch=64)
+    alone, sharded = estimate(*single).step_time_s, estimate(*fsdp).step_time_s
+    monkeypatch.setattr(compute, "NCCL_COLLECTIVE_SMS", 0)
+    for model, kw, step in with_sms:
+        assert estimate(*build(model, **kw)).step_time_s <= step * (1 + 1e-12), (model, kw)
+    assert estimate(*single).step_time_s == alone
+    assert estimate(*fsdp).step_time_s < sharded
