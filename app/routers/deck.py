@@ -1,6 +1,7 @@
 """The deck: GET / renders every slide (?track=20 a talk's slides only); /slides/{id} is a shareable link
 to one slide."""
 
+import re
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, Request
@@ -21,6 +22,16 @@ OPTIONAL_CSS = ("css/player.css",)
 # Loaded first on a static export's pages: answers the pages' API calls from the recorded runs.
 STATIC_SITE_JS = "js/static-site.js"
 BOOT_JS = "js/deck/boot.js"
+# A slide's own module script (inline, or with a src): inert in the page (a type no browser runs), started by
+# deck.html.j2's loader once the first view has painted, in document order, as the parser would have run it;
+# fetched while the page is parsed, it and its imports would hold back the first paint on a phone's network.
+SLIDE_MODULE = re.compile(r"<script\s+type=([\"'])module\1")
+AFTER_PAINT = "distdeck/after-paint"
+
+
+def after_paint(html: str) -> str:
+    """A slide's module scripts made inert, for the loader to start after the first paint."""
+    return SLIDE_MODULE.sub(f'<script type="{AFTER_PAINT}"', html)
 
 
 def _settings(request: Request) -> Settings:
@@ -45,11 +56,13 @@ def page_assets(settings: Settings, root: str, static_site: bool, views: list[st
     return {
         "root": root,
         "asset": lambda path: prints.url(root, path),
+        "inline_css": lambda paths: prints.inline_css(root, paths),
         "import_map": prints.import_map(root),
         "module_preloads": [prints.url(root, p) for p in imported if p not in scripts],
         "static_site_js": prints.url(root, STATIC_SITE_JS) if static_site else None,
+        "after_paint_type": AFTER_PAINT,
         "extra_js": [prints.url(root, p) for p in OPTIONAL_JS if (static / p).is_file()],
-        "extra_css": [prints.url(root, p) for p in OPTIONAL_CSS if (static / p).is_file()],
+        "extra_css": [p for p in OPTIONAL_CSS if (static / p).is_file()],
     }
 
 
@@ -100,7 +113,7 @@ def render_deck(settings: Settings, *, embed: bool = False, print_pdf: bool = Fa
     }
     return env.get_template("deck.html.j2").render(
         deck=deck,
-        slides_html=[fingerprints(settings.static_dir).in_html(html) for html in slides_html],
+        slides_html=[fingerprints(settings.static_dir).in_html(after_paint(html)) for html in slides_html],
         slide_count=len(deck.slides),
         embed=embed,
         chrome=not (embed or receiver or print_pdf),

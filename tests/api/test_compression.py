@@ -146,15 +146,42 @@ def test_pages_have_a_meta_description(client, path, words):
     assert match and words in match.group(1)
 
 
+def _after_paint(html: str) -> dict:
+    """What a deck page fetches once its first view has painted (deck.html.j2's deck-scripts)."""
+    return json.loads(re.search(r'<script type="application/json" id="deck-scripts">(.*?)</script>', html, re.S).group(1))
+
+
 def test_a_widget_loads_its_own_views_and_no_formulas(client):
     """A widget page preloads the modules its scripts import and its own views, not another scenario's views,
     and links neither KaTeX nor the theme's embedded fonts; the deck still has its formulas."""
     widget = client.get("/embed/ddp?views=ranks,timeline").text
-    preloads = re.findall(r'<link rel="modulepreload" href="/static/([^"?]+)\?v=', widget)
+    later = _after_paint(widget)
+    preloads = [re.fullmatch(r"/static/([^?]+)\?v=[0-9a-f]{12}", href).group(1) for href in later["modulepreload"]]
     assert {"js/player/views/ranks.js", "js/player/views/timeline.js", "js/deck/steps.js",
             "vendor/reveal.js/reveal.mjs"} <= set(preloads)
     assert not {"js/player/views/pipeline.js", "js/player/views/memory.js"} & set(preloads)
-    assert "css/tracks.css" not in widget  # no choice of talk on a widget: one stylesheet fewer to wait for
+    assert "css/tracks.css" not in widget  # no choice of talk on a widget
     assert "katex.min.css" not in widget and "vendor/katex/katex.mjs" not in preloads and "theme/black.css" not in widget
     deck = client.get("/").text
-    assert "katex.min.css" in deck and "theme/black.css" not in deck
+    assert any("katex.min.css" in href for href in _after_paint(deck)["stylesheets"]) and "theme/black.css" not in deck
+
+
+@pytest.mark.parametrize("path", ["/", "/embed/ddp?world_size=4", "/?embed=1"])
+def test_the_first_view_waits_for_the_html_alone(client, path):
+    """Issue 24: no stylesheet, script or module is fetched before the first paint: the CSS is in the page,
+    and the scripts and their modules are started from it once the first view has painted."""
+    html = client.get(path).text
+    assert not re.search(r'<link rel="(?:stylesheet|modulepreload)"', html)
+    assert not re.search(r'<link rel="preload"[^>]*as="script"', html)
+    # a slide's own module scripts are inert (app/routers/deck.py after_paint) until then
+    assert not re.search(r'<script(?![^>]*type="distdeck/after-paint")[^>]*\bsrc=', html), "fetched while parsed"
+    assert "<script type=\"module\"" not in html
+    style = re.search(r"<head>.*?<style>(.*?)</style>", html, re.S).group(1)
+    assert ".reveal" in style and "@font-face" in style and ".widget-slide" in style
+    # fonts.css's url()s, relative to it, now relative to the page: the URLs the font preloads name
+    fonts = set(re.findall(r'url\("(/static/vendor/fonts/[^"]+)"\)', style))
+    preloaded = set(re.findall(r'<link rel="preload" href="([^"]+)" as="font"', html))
+    assert preloaded and preloaded <= fonts
+    for url in fonts:
+        assert client.get(url).status_code == 200, url
+    assert _after_paint(html)["scripts"][0].startswith("/static/js/deck/boot.js?v=")

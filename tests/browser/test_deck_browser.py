@@ -334,3 +334,26 @@ def test_the_first_slide_paints_before_the_scripts_run_where_reveal_puts_it(brow
         assert "zero3-live" not in page.evaluate(SHOWN_SLIDES)
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("link, shown", [(f"#/{STEPPED}/2", STEPPED), ("#/memory-wall", "memory-wall"),
+                                         ("#/no-such-slide/0", "title")])
+def test_a_deep_links_slide_paints_before_the_scripts_run_where_reveal_puts_it(browser, deck_url, link, shown):
+    """Issue 24: the slide a deep link names is painted by the page's inline script, as the first slide is, at the
+    place reveal.js puts it once it starts (it opens at that slide); a link to no slide paints the first."""
+    early = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        early.route(re.compile(r"\.m?js(\?|$)"), lambda route: route.abort())  # the page's inline script only
+        early.goto(f"{deck_url}/{link}")
+        assert early.evaluate(SHOWN_SLIDES) == [shown]
+        before = early.locator(f"#{shown} h2, #{shown} h1").first.bounding_box()
+    finally:
+        early.close()
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        open_deck(page, f"{deck_url}/{link}")
+        assert page.evaluate("() => window.distdeck.position().id") == shown
+        after = page.locator(f"#{shown} h2, #{shown} h1").first.bounding_box()
+        assert all(abs(before[k] - after[k]) < 1 for k in ("x", "y", "width", "height")), (before, after)
+    finally:
+        page.close()

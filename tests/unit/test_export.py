@@ -60,7 +60,11 @@ def test_export_writes_a_static_site_with_relative_urls_and_recorded_runs(settin
         assert '"staticSite": true' in html
     index_html = (out / "index.html").read_text()
     assert 'src="./static/js/calculator.js?v=' in index_html  # the slide's absolute URL made relative
-    assert 'src="./static/js/static-site.js?v=' in index_html.split("</head>")[0]  # before any slide script
+    # started first, once the first view has painted: before any slide script (deck.html.j2's loader)
+    assert '"first": ["./static/js/static-site.js?v=' in index_html
+    # the inlined CSS's font files, relative to each page
+    assert 'url("./static/vendor/fonts/source-sans-pro-latin-400-normal.woff2")' in index_html
+    assert 'url("../../static/vendor/fonts/' in (out / "embed/ddp/index.html").read_text()
     assert (out / "embed/ddp/index.html.gz").is_file() and (out / "static/js/player/player.js.br").is_file()
     assert (out / "static/js/player/source.js").is_file() and (out / "static/vendor/d3/d3.min.js").is_file()
     catalog = json.loads((out / "api/simulations.json").read_text())
