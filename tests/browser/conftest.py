@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.sites import OnePageSite, server_log, wait_until_up
+from tests.browser.sites import OnePageSite, serve_app, server_log, stop_all, wait_until_up
 from tests.served import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,3 +109,11 @@ def page(browser):
     yield page
     context.close()
     assert errors == [], f"console errors: {errors}"
+
+
+@pytest.fixture(scope="module")
+def live_url(pool):
+    """The app in this process on the session's rank pool, so its live slides run (no second set of ranks);
+    stopped after the module, once the simulator has finished what its pages queued."""
+    yield serve_app(pool)
+    stop_all()

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from app.slides import load_deck
-from tests.browser.sites import serve_app, stop_all
 
 pytestmark = pytest.mark.browser
 
@@ -234,13 +233,6 @@ def test_speaker_view_opens_with_notes(page, deck_url):
 
 LIVE_STEPS = """() => Object.fromEntries(window.distdeck.players.map(
   (p) => [p.slide.id, window.distdeck.stepperOf(p.slide).count]))"""
-
-
-@pytest.fixture(scope="module")
-def live_url(pool):
-    """The app with the session's rank pool: print runs every live slide."""
-    yield serve_app(pool)
-    stop_all()
 
 
 @pytest.mark.slow

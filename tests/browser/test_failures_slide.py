@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.sites import serve_app, stop_all
 from tests.browser.viewcheck import measure
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -16,20 +15,14 @@ SLIDE = "failures-live"
 SETTLED = "(id) => Array.from(document.querySelectorAll(`#${id} .live-sim`)).every(e => e.dataset.status === 'done')"
 
 
-@pytest.fixture(scope="module")
-def server_url(pool):
-    yield serve_app(pool)
-    stop_all()
-
-
-def test_the_failure_slide_plays_through_and_reads_from_the_back_row(browser, server_url):
+def test_the_failure_slide_plays_through_and_reads_from_the_back_row(browser, live_url):
     context = browser.new_context(viewport={"width": 1280, "height": 720}, reduced_motion="reduce")
     page = context.new_page()
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
-        page.goto(f"{server_url}/#/{SLIDE}/0", wait_until="commit", timeout=90_000)
+        page.goto(f"{live_url}/#/{SLIDE}/0", wait_until="commit", timeout=90_000)
         page.wait_for_selector("html.deck-ready", timeout=90_000)
         page.wait_for_function(SETTLED, arg=SLIDE, timeout=180_000)
         count = page.evaluate("() => window.distdeck.position().stepCount")
@@ -59,7 +52,7 @@ def test_the_failure_slide_plays_through_and_reads_from_the_back_row(browser, se
         context.close()
 
 
-def test_a_press_animates_the_failure(browser, server_url):
+def test_a_press_animates_the_failure(browser, live_url):
     """From the last checkpoint before the failure to the failure: the step cells and the rank boxes move
     through pictures in between (d3 transitions keyed on step and rank), sampled on the page's paused clock."""
     context = browser.new_context(viewport={"width": 1280, "height": 720}, reduced_motion="no-preference")
@@ -67,7 +60,7 @@ def test_a_press_animates_the_failure(browser, server_url):
     markup = "(id) => document.querySelector(`#${id} svg.sim-view`).innerHTML"
     try:
         page.clock.install()
-        page.goto(f"{server_url}/#/{SLIDE}/0", wait_until="commit", timeout=90_000)
+        page.goto(f"{live_url}/#/{SLIDE}/0", wait_until="commit", timeout=90_000)
         page.wait_for_selector("html.deck-ready", timeout=90_000)
         page.wait_for_function(SETTLED, arg=SLIDE, timeout=180_000)
         frames = page.evaluate("(id) => window.distdeck.players.find(p => p.slide.id === id).frames.map(f => f.phase)", SLIDE)

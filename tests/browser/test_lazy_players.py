@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.sites import serve_app, stop_all
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LIVE = "() => Array.from(document.querySelectorAll('.reveal .slides > section')).map((s, i) => [s.id, i, Boolean(s.querySelector('.live-sim'))])"
 MOUNTED = "() => window.distdeck.players.map((p) => p.slide.id)"
 STREAMS = "() => performance.getEntriesByType('resource').filter((r) => r.name.includes('/frames')).length"
-
-
-@pytest.fixture(scope="module")
-def live_url(pool):
-    yield serve_app(pool)
-    stop_all()
 
 
 def test_players_mount_and_stream_only_near_the_slide_shown(browser, live_url):
