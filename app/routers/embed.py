@@ -19,7 +19,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
-from app.routers.deck import page_assets
+from app.routers.deck import WIDGET_JS, page_assets
 from app.routers.simulations import pool_size, too_many_ranks
 from app.settings import Settings
 from app.slides import jinja_env
@@ -127,7 +127,7 @@ def render_widget(settings: Settings, scenario: scenarios.Scenario, spec: dict[s
         run_id=run_id,
         first=first,
         **spec,
-        **page_assets(settings, root, static_site, views=spec["views"]),
+        **page_assets(settings, root, static_site, views=spec["views"], entry=WIDGET_JS),
     )
 
 

@@ -160,14 +160,18 @@ def test_a_widget_loads_its_own_views_and_no_formulas(client):
     assert {"js/player/views/ranks.js", "js/player/views/timeline.js", "js/deck/steps.js",
             "vendor/reveal.js/reveal.mjs"} <= set(preloads)
     assert not {"js/player/views/pipeline.js", "js/player/views/memory.js"} & set(preloads)
+    # Its own entry (widget.js), not the deck's: no speaker view, print or formulas to fetch and run.
+    assert later["scripts"][0].startswith("/static/js/deck/widget.js?v=")
+    assert not {"js/deck/boot.js", "js/deck/speaker.js", "js/deck/pacing.js", "js/deck/print.js", "js/deck/math.js"} & set(preloads)
     assert "css/tracks.css" not in widget  # no choice of talk on a widget
     assert "katex.min.css" not in widget and "vendor/katex/katex.mjs" not in preloads and "theme/black.css" not in widget
     deck = client.get("/").text
     assert any("katex.min.css" in href for href in _after_paint(deck)["stylesheets"]) and "theme/black.css" not in deck
 
 
-@pytest.mark.parametrize("path", ["/", "/embed/ddp?world_size=4", "/?embed=1"])
-def test_the_first_view_waits_for_the_html_alone(client, path):
+@pytest.mark.parametrize("path, entry", [("/", "deck/boot.js"), ("/embed/ddp?world_size=4", "deck/widget.js"),
+                                         ("/?embed=1", "deck/boot.js")])
+def test_the_first_view_waits_for_the_html_alone(client, path, entry):
     """Issue 24: no stylesheet, script or module is fetched before the first paint: the CSS is in the page,
     and the scripts and their modules are started from it once the first view has painted."""
     html = client.get(path).text
@@ -184,4 +188,4 @@ def test_the_first_view_waits_for_the_html_alone(client, path):
     assert preloaded and preloaded <= fonts
     for url in fonts:
         assert client.get(url).status_code == 200, url
-    assert _after_paint(html)["scripts"][0].startswith("/static/js/deck/boot.js?v=")
+    assert _after_paint(html)["scripts"][0].startswith(f"/static/js/{entry}?v=")

@@ -95,11 +95,10 @@ export function hasKeyboard() {
 }
 
 /**
- * What the speaker view (S) previews: the deck's own page (the embed's `?embed=1` dropped, so
- * no embed bar), or the widget's own page; never the blog page around the iframe.
+ * What the embedded deck's speaker view (S) previews: the deck's own page (the embed's `?embed=1`
+ * dropped, so no embed bar), never the blog page around the iframe. (A widget has no speaker view.)
  */
 export function speakerUrl(config) {
-  if (config.widget) return window.location.href.split('#')[0];
   const url = new URL(config.root || './', document.baseURI);
   if (config.track) url.searchParams.set('track', config.track); // the previews show the same talk
   return url.href;
