@@ -218,22 +218,38 @@ export class Player {
   }
 
   /**
-   * The frame on screen drawn again (the run complete), one view a task: each is a long draw on a slow
-   * phone, and together with the stream's last frames they made one long task. drawn() waits for it
-   * (print copies a page only after). Skipped once a frame is shown meanwhile (that draws every view).
+   * The frame on screen drawn again in `names` (every view by default) for what changed around it, not for
+   * a key: a view's module loaded, its pane resized, the run complete. One view a task (each is a long draw
+   * on a slow phone; together, or with the stream's last frames, they made one long task), once the pane
+   * has its size (laidOut), and only a view whose picture would change: one already drawn for this frame,
+   * run, summary and pane is left as it is. drawn() waits for it (print copies a page only after). A frame
+   * shown meanwhile draws every view, which empties the queue.
    */
-  redrawViews() {
-    const names = Array.from(this.views.keys());
-    const shown = this.shows;
+  refresh(names = this.views.keys()) {
+    for (const name of names) if (this.views.has(name)) this.stale.add(name);
+    if (this.refreshing || !this.stale.size) return;
     let done;
-    const redrawn = new Promise((resolve) => { done = resolve; });
+    this.refreshing = new Promise((resolve) => { done = resolve; });
+    this.drawing = Promise.all([this.drawing, this.refreshing]).catch(() => {});
     const step = () => {
-      if (this.shows !== shown || this.playing || !names.length || !this.frames.length) { done(); return; }
-      this.show(this.index, { duration: 0, only: names.shift() });
+      const [name] = this.stale;
+      if (name === undefined || this.playing || !this.frames.length) {
+        this.stale.clear();
+        this.refreshing = null;
+        done();
+        return;
+      }
+      this.stale.delete(name);
+      const svg = this.svgs.get(name);
+      if (this.drawnFor.get(name) !== this.drawKey(svg)) this.show(this.index, { duration: 0, only: name });
       window.setTimeout(step, 0);
     };
-    this.drawing = Promise.all([this.drawing, redrawn]).catch(() => {});
-    window.setTimeout(step, 0);
+    this.laidOut.then(() => window.setTimeout(step, 0));
+  }
+
+  /** What a view's picture depends on besides its module: the frame, how much of the run (and its summary) there is, the pane. */
+  drawKey(svg, viewBox = this.viewBoxOf(svg)) {
+    return `${this.index}/${this.frames.length}/${this.summary ? 1 : 0}/${viewBox}`;
   }
 
   /** A key during a step's playback: its last frame at once. */
@@ -287,19 +303,14 @@ export class Player {
     this.views = new Map();
     this.loading = []; // the views' modules, loading
     this.drawing = Promise.resolve(); // the frame on screen, drawn
+    this.stale = new Set(); // views to draw again (refresh)
+    this.drawnFor = new Map(); // view -> drawKey of what it shows
+    // The controls row, once built, takes its room from the views: until then (start) a view that loads waits,
+    // rather than be drawn for a pane about to shrink, and drawn again.
+    this.laidOut = new Promise((resolve) => { this.layoutDone = resolve; });
     // A pane that changes size (the slide laid out, the window resized) is drawn again for it.
-    this.resizer = new ResizeObserver(() => {
-      if (this.frames.length && this.sizeChanged()) this.show(this.index, { duration: 0 });
-    });
+    this.resizer = new ResizeObserver(() => { if (this.frames.length) this.refresh(); });
     this.resizer.observe(this.viewsEl);
-  }
-
-  sizeChanged() {
-    for (const svg of this.svgs.values()) {
-      const box = svg.getAttribute('viewBox');
-      if (box !== this.viewBoxOf(svg)) return true;
-    }
-    return false;
   }
 
   viewBoxOf(svg) {
@@ -323,8 +334,11 @@ export class Player {
       } catch (err) {
         this.fail(`unknown scenario ${this.scenario}`);
         return;
+      } finally {
+        this.layoutDone();
       }
     }
+    this.layoutDone();
     this.run();
   }
 
@@ -374,7 +388,7 @@ export class Player {
         this.regroup();
         renderSummary(this.summaryEl, this.summary, this.meta, this.slide);
         // Views that show the run's figures (the pipeline's bubble) or scale to the whole run draw it now.
-        if (!this.playing) this.redrawViews();
+        if (!this.playing) this.refresh();
         this.updateStatus();
         this.notify();
       },
@@ -450,6 +464,7 @@ export class Player {
     this.captionEl.textContent = '';
     this.captionSizer.replaceChildren();
     this.reserved.clear();
+    this.drawnFor.clear();
     this.summaryEl.replaceChildren();
     this.slide?.querySelector('aside.notes .sim-notes')?.remove();
   }
@@ -497,7 +512,7 @@ export class Player {
       this.loading.push(loadView(name).then((view) => {
         this.views.set(name, view);
         // This view drawn (the others already show the frame): not every view again as each module lands.
-        if (this.frames.length) this.show(this.index, { duration: 0, only: name });
+        if (this.frames.length) this.refresh([name]);
       }, (err) => console.warn(`distdeck: view ${name} failed to load`, err))); // eslint-disable-line no-console
     }
     this.viewsEl.dataset.count = String(this.svgs.size);
@@ -508,7 +523,7 @@ export class Player {
   show(k, { duration = FRAME_MS, only = null } = {}) {
     if (!this.frames.length) return;
     if (only && this.index !== Math.max(0, Math.min(k, this.frames.length - 1))) only = null;
-    if (!only) this.shows = (this.shows ?? 0) + 1; // every view drawn (redrawViews stops)
+    if (!only) this.stale.clear(); // every view drawn: none left to refresh
     // Every pane measured before anything is written or drawn: a measure after a write lays the page
     // out again at once (a forced layout per view per frame). The caption's room is reserved (captionSizer),
     // so the caption written below does not change a pane's size.
