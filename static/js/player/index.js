@@ -8,6 +8,7 @@
  */
 import { Player } from './player.js';
 import { attachCluster } from './cluster.js';
+import { nextTask } from '../tasks.js';
 
 // The slides either side of the one shown whose players mount and stream (reveal's viewDistance, here 1).
 const NEAR = 1;
@@ -62,6 +63,7 @@ function mountNearby() {
 }
 
 await loadD3();
+await nextTask(); // d3's evaluation, then the players' mounting: two long tasks on a phone, not one
 if (printing) {
   // Every live slide is printed: print.js starts each one's run when it copies its page.
   for (const element of document.querySelectorAll('.live-sim')) mount(element);

@@ -118,6 +118,15 @@ function joinSlide(player) {
   }
 }
 
+function setText(element, text) {
+  const value = text ?? '';
+  if (element.textContent !== value) element.textContent = value;
+}
+
+function setData(element, name, value) {
+  if (element.dataset[name] !== String(value)) element.dataset[name] = value;
+}
+
 function parseJson(text, fallback) {
   try { return JSON.parse(text); } catch { return fallback; }
 }
@@ -531,9 +540,10 @@ export class Player {
     for (const [name, svg] of this.svgs) if (this.views.has(name) && (!only || name === only)) boxes.set(name, this.viewBoxOf(svg));
     this.index = Math.max(0, Math.min(k, this.frames.length - 1));
     const frame = this.frames[this.index];
-    this.captionEl.textContent = frame.caption;
-    this.element.dataset.frame = String(this.index);
-    this.element.dataset.phase = frame.phase;
+    // Written only when they change: a text written again, even the same, lays the page out again.
+    setText(this.captionEl, frame.caption);
+    setData(this.element, 'frame', String(this.index));
+    setData(this.element, 'phase', frame.phase);
     this.updateStatus();
     // For whoever shows the presenter what is on screen (the speaker window): caption and step.
     document.dispatchEvent(new CustomEvent('distdeck:frame', {
@@ -556,6 +566,7 @@ export class Player {
         // A view that fetches what it draws (the projected one) returns a promise of its picture.
         const draw = (root) => { drawing.push(view.render(root, scene)); declutter(root.node()); };
         const layer = swap(svg, draw, { duration: resized ? 0 : duration });
+        this.drawnFor.set(name, this.drawKey(svg, viewBox));
         // What a view says about itself (data-*, aria-label) belongs on its SVG.
         for (const attr of Array.from(layer.attributes)) {
           if (attr.name.startsWith('data-') || attr.name === 'aria-label') {
@@ -591,7 +602,7 @@ export class Player {
     else if (this.status === 'unavailable') text = this.error.charAt(0).toUpperCase() + this.error.slice(1);
     else if (!total) text = this.status === 'streaming' ? 'Starting the ranks…' : '';
     else text = `Frame ${this.index + 1}/${total}${this.status === 'streaming' ? ' (streaming…)' : ''}`;
-    this.statusEl.textContent = text;
-    this.element.dataset.status = this.status;
+    setText(this.statusEl, text);
+    setData(this.element, 'status', this.status);
   }
 }
