@@ -383,7 +383,7 @@ export class Player {
         this.reserveCaption(frame.caption);
         if (this.frames.length === 1) {
           this.regroup();
-          this.show(0, { duration: 0 });
+          this.show(0, { duration: 0, defer: true });
           this.updateStatus();
           this.notify();
         } else {
@@ -456,7 +456,7 @@ export class Player {
     this.status = 'streaming';
     this.seed(early, {
       meta: (meta) => { this.meta = meta; this.ensureViews(meta.views); },
-      frame: (frame) => { this.frames = [frame]; this.regroup(); this.show(0, { duration: 0 }); this.updateStatus(); this.notify(); },
+      frame: (frame) => { this.frames = [frame]; this.regroup(); this.show(0, { duration: 0, defer: true }); this.updateStatus(); this.notify(); },
     });
   }
 
@@ -528,16 +528,19 @@ export class Player {
     this.viewsEl.dataset.views = Array.from(this.svgs.keys()).join(' ');
   }
 
-  /** Show frame k in every view, animated from what is on screen over `duration` ms. */
-  show(k, { duration = FRAME_MS, only = null } = {}) {
+  /**
+   * Show frame k in every view, animated from what is on screen over `duration` ms. `defer`: a run's first
+   * frame, which no key asked for: its caption and status now, its views drawn by refresh (one a task).
+   */
+  show(k, { duration = FRAME_MS, only = null, defer = false } = {}) {
     if (!this.frames.length) return;
     if (only && this.index !== Math.max(0, Math.min(k, this.frames.length - 1))) only = null;
-    if (!only) this.stale.clear(); // every view drawn: none left to refresh
+    if (!only) this.stale.clear(); // every view drawn (or, deferred, queued below): none left to refresh
     // Every pane measured before anything is written or drawn: a measure after a write lays the page
     // out again at once (a forced layout per view per frame). The caption's room is reserved (captionSizer),
     // so the caption written below does not change a pane's size.
     const boxes = new Map();
-    for (const [name, svg] of this.svgs) if (this.views.has(name) && (!only || name === only)) boxes.set(name, this.viewBoxOf(svg));
+    if (!defer) for (const [name, svg] of this.svgs) if (this.views.has(name) && (!only || name === only)) boxes.set(name, this.viewBoxOf(svg));
     this.index = Math.max(0, Math.min(k, this.frames.length - 1));
     const frame = this.frames[this.index];
     // Written only when they change: a text written again, even the same, lays the page out again.
@@ -550,6 +553,10 @@ export class Player {
       detail: { slide: this.slide?.id ?? null, caption: frame.caption, frame: this.index, frames: this.frames.length,
         step: this.stepIndex, steps: this.steps.length },
     }));
+    if (defer) {
+      this.refresh(only ? [only] : undefined);
+      return;
+    }
     const drawing = [];
     for (const [name, svg] of this.svgs) {
       const view = this.views.get(name);
