@@ -25,7 +25,8 @@ on a stream beside compute with the dependencies a real step has:
   the stage durations into a makespan, and its idle time is the bubble;
 - DP reduces the gradients at the end of the step, overlapping the last micro-batch's backward
   bucket by bucket when `overlap_grad_reduce`; ZeRO-3 gathers each layer's parameters one layer
-  ahead (prefetch), in forward and again in backward, and reduce-scatters its gradients; hybrid
+  ahead (prefetch), in forward and again in backward, and reduce-scatters its gradients (what nothing hides:
+  the root unit's and the first layer's gathers, the last reduce-scatters, zero3_fill_and_drain); hybrid
   sharding (`Layout.zero_shards`, HSDP) does that inside groups of consecutive ranks and all-reduces
   each gradient shard across the groups, bucket by bucket as DP does.
   Each parameter is reduced (and, under ZeRO, sharded) over the ranks that replicate it: the dense ones
@@ -150,6 +151,22 @@ def expected_slowest(ranks: int) -> float:
     return NormalDist().inv_cdf((ranks - 0.375) / (ranks + 0.25)) if ranks > 1 else 0.0
 
 
+def zero3_fill_and_drain(gather: float, scatter: float, root_gather: float, root_scatter: float,
+                         head_backward: float, embedding_backward: float) -> tuple[float, float, float]:
+    """What ZeRO-3's one-layer-ahead prefetch leaves exposed in one micro-batch, (forward, backward, end), beyond the
+    per-layer overlap: nothing computes before the first layer's gather, nor before the root unit's (the parameters
+    outside the layers: embedding, output layer), which comes first and stays gathered through backward ("the root
+    FSDP instance [...] its parameters would typically be immediately all-gathered for backward", so neither FSDP1's
+    _post_forward_reshard nor FSDP2's fully_shard reshards it after forward: torch/distributed/fsdp/_runtime_utils.py,
+    _fully_shard/fully_shard.py); backward's first gather, the last layer's, is issued by its pre-backward hook and
+    runs beside the output layer's backward; the first layer's reduce-scatter runs beside the embedding's backward,
+    and the root's, whose gradient is the last computed, after it, before the optimizer step (FSDP1's
+    _post_backward_final_callback waits for the post-backward stream). The layer-by-layer timeline has the same
+    dependencies (timeline.layer_spans)."""
+    return (root_gather + gather, max(0.0, gather - head_backward),
+            max(0.0, scatter - embedding_backward) + root_scatter)
+
+
 def straggler_allowance(compute_s: float, ranks: int) -> float:
     """Seconds a synchronous step waits for its slowest GPU: every collective ties the ranks together, so the
     busiest stage's compute runs at the pace of the slowest of the `ranks` GPUs, GPU_SPEED_SIGMA (hardware.py,
@@ -234,6 +251,15 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             0.0 if layout.overlap_tp_comm else lt.tp_backward)
         zero3_b = traffic.contended(z3_gather + z3_scatter, window,
                                     lt.backward_input + lt.recompute + lt.backward_weight, lt.held_rate_backward)
+    # ZeRO-3's root unit: the parameters outside the layers (embedding, output layer), gathered once a micro-batch
+    # and kept through backward, their gradients reduce-scattered last (zero3_fill_and_drain)
+    root_gather = root_scatter = 0.0
+    if layout.zero_stage == 3 and replicas:
+        per_stage = math.ceil(model.layers / p)
+        root_gather = sum(collectives.all_gather(BF16 * (r.stage - per_stage * r.layer), r.group, cluster)
+                          for r in replicas)
+        root_scatter = sum(collectives.reduce_scatter(layout.grad_reduce_bytes * (r.stage - per_stage * r.layer),
+                                                      r.group, cluster) for r in replicas)
     layers_per_chunk = math.ceil(model.layers / (p * v))  # uneven splits: the busiest stage sets the pace
     f_layer = lt.forward + lt.tp_forward + lt.cp_forward_exposed + lt.ep_exposed / 2 + zero3_f
     tp_bwd_exposed = max(0.0, lt.tp_backward - lt.backward_weight) if layout.overlap_tp_comm else lt.tp_backward
@@ -283,6 +309,16 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     dur["B"][0] += embed_b
     dur["F"][-1] += head_f
     dur["B"][-1] += head_b
+    fill_drain = 0.0
+    if z3_gather:  # ZeRO-3's prefetch hides each layer's gather behind the layer before: not the first's, nor the last
+        # reduce-scatter (zero3_fill_and_drain); charged at the model's ends, the first and the last chunk (with
+        # pipeline stages, a chunk's first gather may run while its stage waits for its input: not charged)
+        fill_f, fill_b, drain = zero3_fill_and_drain(z3_gather, z3_scatter, root_gather, root_scatter,
+                                                     logits_b + head_b, embedding_b + embed_b)
+        dur["F"][0] += fill_f
+        dur["B"][-1] += fill_b
+        dur["W"][0] += drain  # the first layer's and the root's reduce-scatters after the embedding's backward
+        fill_drain = (fill_f + drain + (fill_b if p == 1 else 0.0)) * m  # on the first stage
     if layout.schedule != "zero_bubble":  # B carries the weight gradients too
         dur["B"] = [x + y for x, y in zip(dur["B"], dur["W"])]
     act = tokens * model.hidden * BF16 / t  # each TP rank sends its 1/t (SP, or Megatron's scatter/gather)
@@ -340,7 +376,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                                           if layout.overlap_param_gather else gather)
         comm_total["dp"] = reduce + gather
     elif layout.zero_stage == 3 and replicas:
-        comm_total["zero3"] = (2 * z3_gather + z3_scatter) * model.layers / p * m
+        comm_total["zero3"] = ((2 * z3_gather + z3_scatter) * model.layers / p + root_gather + root_scatter) * m
+        exposed["zero3"] += fill_drain
         # HSDP: each layer's gradient shard all-reduced across the replica traffic.groups once its reduce-scatter is done,
         # in the last micro-batch only (the shards accumulate locally before it), one call per layer (FSDP's unit)
         calls = math.ceil(model.layers / p)
@@ -395,7 +432,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             head_backward=logits_b + head_b, embed_backward=embedding_b + embed_b,
             cp_forward=lt.cp_forward if ring else 0.0, cp_backward=lt.cp_backward if ring else 0.0,
             cp_waits_forward=0.0 if ring else lt.cp_forward_exposed, cp_waits_backward=cp_waits_backward,
-            gather=z3_gather, scatter=z3_scatter, bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
+            gather=z3_gather, scatter=z3_scatter, root_gather=root_gather, root_scatter=root_scatter, bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
             # what compute loses to the collectives beside it (traffic.contention)
             forward_lost=traffic.contention(z3_gather, lt.forward, lt.held_rate_forward),
             backward_lost=traffic.contention(z3_gather + z3_scatter, lt.backward_input + lt.recompute + lt.backward_weight,

@@ -58,6 +58,10 @@ class LayerCosts:
     backward_lost: float = 0.0
     bucket_lost: float = 0.0
     gather_lost: float = 0.0
+    # ZeRO-3's root unit (embedding, output layer): gathered before the first layer's gather and kept through backward,
+    # its gradients reduce-scattered after the embedding's backward (cost.zero3_fill_and_drain)
+    root_gather: float = 0.0
+    root_scatter: float = 0.0
 
 
 def layer_spans(c: LayerCosts) -> list[dict]:
@@ -84,6 +88,8 @@ def layer_spans(c: LayerCosts) -> list[dict]:
         # forward: gather layer l + 1 while layer l computes
         if c.embed_forward:
             clock = comm("tp", mb, -1, clock, c.embed_forward)
+        if zero3 and c.root_gather:
+            comm("zero3", mb, c.layers, clock, c.root_gather)
         gathered = comm("zero3", mb, 0, clock, c.gather) if zero3 else clock
         for layer in range(c.layers):
             start = max(clock, gathered)
@@ -100,10 +106,10 @@ def layer_spans(c: LayerCosts) -> list[dict]:
             if c.tp_forward:
                 clock = comm("tp", mb, layer, clock, c.tp_forward)
         clock = compute("F", mb, c.layers, clock, c.head_forward)
-        clock = compute("B", mb, c.layers, clock, c.head_backward)
-        # backward, last layer first
-        reduce_now = c.bucket > 0 and (c.reduce_every_micro_batch or mb == c.micro_batches - 1)
+        # backward, last layer first: its gather, issued by its pre-backward hook, beside the output layer's backward
         gathered = comm("zero3", mb, c.layers - 1, clock, c.gather) if zero3 else clock
+        clock = compute("B", mb, c.layers, clock, c.head_backward)
+        reduce_now = c.bucket > 0 and (c.reduce_every_micro_batch or mb == c.micro_batches - 1)
         for layer in reversed(range(c.layers)):
             start = max(clock, gathered)
             if zero3 and layer > 0:
@@ -122,6 +128,8 @@ def layer_spans(c: LayerCosts) -> list[dict]:
             if reduce_now and c.overlap_reduce and layer > 0:  # HSDP: the shard, once reduce-scattered
                 comm("dp", mb, layer, scattered, c.bucket)
         clock = compute("B", mb, -1, clock, c.embed_backward + (c.bucket_lost if reduce_now and c.overlap_reduce else 0.0))
+        if zero3 and c.root_scatter:  # the root's gradients, the embedding's the last computed
+            comm("zero3", mb, -1, clock, c.root_scatter)
         if reduce_now and c.overlap_reduce:  # the first layer shares the last bucket with the embedding
             comm("dp", mb, 0, clock, c.bucket)
         if reduce_now and not c.overlap_reduce:

@@ -160,8 +160,9 @@ def test_replay_ddp_each_rank_a_node_buckets_during_backward(client):
 def test_replay_zero_stages(client, stage):
     body, comm = _replay(client, scenario="zero", stage=stage, world_size=4, grad_accumulation=2, width=32)
     assert (body["gpus"], body["tp"], body["dp"], body["zero_stage"], body["micro_batches"]) == (32, 8, 4, stage, 2)
-    if stage == 3:  # gathered in forward and in backward, reduce-scattered: every layer, every micro-batch
-        assert comm == {"tp": (2 * 80 + 1) * 2, "zero3": 3 * 80 * 2}
+    if stage == 3:  # gathered in forward and in backward, reduce-scattered: every layer, every micro-batch; the root
+        # unit (embedding, output layer) gathered once and reduce-scattered once a micro-batch
+        assert comm == {"tp": (2 * 80 + 1) * 2, "zero3": (3 * 80 + 2) * 2}
         assert body["exposed_comm_by_kind_s"]["zero3"] < body["comm_total_s"]["zero3"] / 2  # prefetch hides most
     else:  # ZeRO-2 reduce-scatters after every micro-batch; DDP and ZeRO-1 after the last
         assert comm == {"tp": (2 * 80 + 1) * 2, "dp": 80 * (2 if stage == 2 else 1)}
@@ -250,11 +251,13 @@ def test_replay_hsdp_shards_inside_a_node_on_nvlink_and_reduces_across_nodes(cli
     from simulations.estimate.collectives import all_gather, place
     body, comm = _replay(client, scenario="hsdp", replicas=2, shards=2, micro_batch=1)
     assert (body["gpus"], body["tp"], body["dp"], body["zero_stage"], body["zero_shards"]) == (16, 1, 16, 3, 8)
-    assert comm == {"zero3": 3 * 80, "dp": 80}  # gathers and a reduce-scatter per layer; a shard bucket per layer
+    # gathers and a reduce-scatter per layer, and the root unit's gather and reduce-scatter; a shard bucket per layer
+    assert comm == {"zero3": 3 * 80 + 2, "dp": 80}
     shard_group = place(8, 1, 8)
     assert not shard_group.crosses_nodes
     gather = all_gather(2 * MODELS["llama3-70b"].layer_params(), shard_group, cluster("h100-80gb", 16))
-    gathers = [s for s in body["timeline"] if s["kind"] == "zero3" and s["mb"] == 0][:80]  # the forward's
+    gathers = [s for s in body["timeline"] if s["kind"] == "zero3" and s["mb"] == 0
+               and 0 <= s["layer"] < 80][:80]  # the forward's, the layers' (the root's is layer 80)
     assert all(s["end"] - s["start"] == pytest.approx(gather, rel=1e-9) for s in gathers)
     assert body["comm_total_s"]["dp"] > 0
     bigger, _ = _replay(client, scenario="hsdp", replicas=2, shards=2, micro_batch=1, gpus=64)

@@ -89,7 +89,9 @@ def test_zero3_is_replayed_layer_by_layer_with_its_gathers(page, deck_url):
     assert "ZeRO-3" in labels and "TP comm." in labels
     assert page.locator(f"{svg} .projected-title").all_text_contents() == ["Llama 3 70B on 32 H100s, modelled"]
     gathers = page.locator(f"{svg} .span-zero3").count()
-    assert gathers == 3 * 80 * 2  # Llama 3 70B: forward and backward gathers, a reduce-scatter; 2 micro-batches
+    # Llama 3 70B: forward and backward gathers, a reduce-scatter, and the root unit's gather and reduce-scatter;
+    # 2 micro-batches
+    assert gathers == (3 * 80 + 2) * 2
 
 
 def test_the_projected_view_says_how_far_to_trust_it(page, deck_url):

@@ -161,13 +161,16 @@ def _nvlink_ring_all_gather(size: float) -> float:
 @pytest.mark.parametrize("dtype, grad_bytes", [("fp32", 4), ("bf16", 2)])
 def test_zero3_gathers_in_bf16_and_reduces_in_the_gradient_dtype(dtype, grad_bytes):
     """FSDP on one node: per layer and micro-batch, the bf16 parameters gathered twice (forward, backward) and the
-    gradients reduce-scattered in the reduction's dtype (fp32 under Composer's DEFAULT mixed precision)."""
+    gradients reduce-scattered in the reduction's dtype (fp32 under Composer's DEFAULT mixed precision); the root
+    unit's (embedding, output layer) gathered once, kept through backward, and reduce-scattered."""
     model, hw, layout = build("custom", layers=4, hidden=1024, heads=8, vocab=32000, seq_len=2048, gpus=8, tp=1,
                               zero_stage=3, micro_batch=1, global_batch=16, grad_reduce_dtype=dtype)
     e = estimate(model, hw, layout)
     layer = model.layer_params()
-    by_hand = model.layers * e.micro_batches * (2 * _nvlink_ring_all_gather(2 * layer)
-                                                + _nvlink_ring_all_gather(grad_bytes * layer))
+    root = 2 * model.vocab * model.hidden  # the root unit: embedding and output layer, gathered once, reduced once
+    by_hand = e.micro_batches * (model.layers * (2 * _nvlink_ring_all_gather(2 * layer)
+                                                 + _nvlink_ring_all_gather(grad_bytes * layer))
+                                 + _nvlink_ring_all_gather(2 * root) + _nvlink_ring_all_gather(grad_bytes * root))
     assert e.comm_total_s["zero3"] == pytest.approx(by_hand, rel=1e-9)
 
 
