@@ -31,6 +31,17 @@ FOREACH_ADAMW_BYTES_PER_PARAM = 8 + 12 + 8 + 12 + 3 * 8 + 16 + 4 + 8
 # recent GPUs and drivers (NVIDIA developer forums, "Too much time for kernel launch latency", 2022: null kernels'
 # launch overhead). CUDA graphs replay a captured sequence without either (CUDA programming guide, "CUDA Graphs").
 EAGER_KERNEL_CPU_S = (2 + 3) * 1e-6
+# The loss over the vocabulary: HBM bytes a logit (this rank's vocabulary share) moves, forward and backward, by
+# Layout.cross_entropy. "fp32": Megatron-LM's vocab-parallel cross entropy (megatron/core/tensor_parallel/
+# cross_entropy.py, unfused, Megatron-core's default): forward logits.float() (read 2, write 4), the max over the
+# vocabulary (read 4), the in-place subtraction of it (4, 4), torch.exp in place (4, 4), the sum (4) and the in-place
+# division into the softmax it saves (4, 4): 38; backward the saved softmax minus the one-hot target, scaled in place
+# by the loss's gradient (4, 4), then cast back to bf16 for the logit GEMMs (4, 2): 14. torch's cross_entropy on
+# logits.float() (torchtitan) is taken to move as much (assumption: its passes were not counted here).
+# "fused": flash-attn's xentropy kernel (csrc/xentropy/xentropy_kernel.cu, LLM Foundry's default loss_fn): its forward,
+# one block a row, reads the bf16 row twice (max and sum, then the sum of exponentials: 2 + 2) and writes one
+# log-sum-exp a row; its backward reads the bf16 logits once and writes the bf16 gradient (2 + 2).
+LOSS_BYTES = {"fp32": (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 4 + BF16), "fused": (BF16 + BF16, BF16 + BF16)}
 TILE_M, TILE_N = 128, 256  # a large bf16 cuBLAS/CUTLASS tile: a matmul runs in waves of these over the SMs
 # A tile's k-block: 64 bf16 (or 128 FP8) elements, 128 bytes a row (CUTLASS's sm90 128×256×64 bf16 and ×128 FP8 tiles)
 TILE_K_BYTES = 128
@@ -104,6 +115,13 @@ def fp8_cast_bytes(rows: float, n: float, k: float) -> tuple[float, float]:
     reductions ride along). Delayed scaling: the scale comes from the previous steps' amax history, no extra pass."""
     cast = 2 + 1 + 1
     return cast * (rows * k + k * n), cast * rows * n
+
+
+def loss_time(tokens: float, vocab: float, layout: Layout, cluster: Cluster) -> tuple[float, float]:
+    """Seconds of the loss's memory-bound passes over `tokens` × `vocab` logits (this rank's share), forward and
+    backward (LOSS_BYTES by the layout's cross_entropy); the logit GEMMs are timed apart."""
+    forward, backward = LOSS_BYTES[layout.cross_entropy]
+    return memory_time(tokens * vocab * forward, cluster), memory_time(tokens * vocab * backward, cluster)
 
 
 def memory_time(moved: float, cluster: Cluster) -> float:

@@ -317,6 +317,27 @@ def test_eager_optimizer_is_torchs_foreach_adamw_on_the_shard():
         assert e.optimizer_s == pytest.approx(params * per_param / (3350e9 * 0.85), rel=1e-9), execution
 
 
+def test_the_loss_moves_what_its_kernel_moves_a_logit():
+    """The loss's memory-bound passes over [tokens, vocab], by hand: Megatron's fp32 vocab-parallel cross entropy
+    forward casts to fp32 (2 + 4), takes the max (4), subtracts it (4 + 4), exponentiates (4 + 4), sums (4) and divides
+    (4 + 4): 38 bytes a logit; backward scales the saved softmax (4 + 4) and casts it to bf16 (4 + 2): 14. flash-attn's
+    fused xentropy reads the bf16 row twice forward (4) and once backward, writing a bf16 gradient (4). At 0.85 of
+    H100's 3.35 TB/s. The step differs by exactly the difference, the rest of it unchanged."""
+    from simulations.estimate.compute import loss_time
+
+    hw = cluster("h100-80gb", 8)
+    tokens, vocab = 8 * 4096, 128256
+    bandwidth = 3350e9 * 0.85
+    for kind, forward, backward in (("fp32", 38, 14), ("fused", 4, 4)):
+        got = loss_time(tokens, vocab, Layout(cross_entropy=kind), hw)
+        assert got == pytest.approx((tokens * vocab * forward / bandwidth, tokens * vocab * backward / bandwidth),
+                                    rel=1e-12), kind
+    model, hw8, layout = build("llama3-8b", gpus=8, tp=1, global_batch=8, micro_batch=1, recompute="none")
+    runs = {kind: estimate(model, hw8, replace(layout, cross_entropy=kind)) for kind in ("fp32", "fused")}
+    moved = model.seq_len * model.vocab * (38 + 14 - 4 - 4)
+    assert runs["fp32"].pipeline_s - runs["fused"].pipeline_s == pytest.approx(moved / bandwidth, rel=1e-6)
+
+
 def test_the_step_waits_for_its_slowest_gpu_more_as_ranks_grow():
     """GPUs of one SKU vary by 8 % (Sinha et al. SC'22, taken as the range over 1,000 GPUs: σ = 8 % / (2 · 3.24));
     a synchronous step runs at its slowest GPU's pace: compute × σ × the expected largest of n normals (Blom:

@@ -248,17 +248,20 @@ def table_rows(table: str):
 # weight matmuls' outputs, "selective", not "full"): Pax A100 12.5/61.0 % -> 22.0/61.0 % (5B XLA +23.3 -> +55.9 %,
 # TE -2.2 -> +23.7 %), H100 39.7/60.8 % -> 41.2/73.0 % (5B TE +39.7 -> +73.0 %): too fast, the estimator's; with the
 # contention as well: Pax A100 20.2/59.0 %, H100 40.0/69.3 %.
-MEASURED = {"torchtitan Llama 3 A100": (0.089, 0.116), "torchtitan Llama 2 A100": (0.099, 0.124),
-            "fms-fsdp A100": (0.058, 0.163), "fms-fsdp H100": (0.266, 0.470), "Pax GPT A100 (JAX)": (0.202, 0.590),
-            "Pax GPT H100 (JAX)": (0.400, 0.693)}
+# The loss's passes by its kernel (compute.LOSS_BYTES: Megatron's fp32 cross entropy moves 52 bytes a logit, not 26):
+# torchtitan Llama 3 8.9/11.6 -> 8.5/10.9 %, Llama 2 9.9/12.4 -> 9.7/12.3 %, fms-fsdp A100 5.8/16.3 -> 5.8/16.1 %,
+# H100 26.6/47.0 -> 26.5/46.6 %, Pax A100 20.2/59.0 -> 16.0/52.6 %, H100 40.0/69.3 -> 32.2/68.2 %.
+MEASURED = {"torchtitan Llama 3 A100": (0.085, 0.109), "torchtitan Llama 2 A100": (0.097, 0.123),
+            "fms-fsdp A100": (0.058, 0.161), "fms-fsdp H100": (0.265, 0.466), "Pax GPT A100 (JAX)": (0.160, 0.526),
+            "Pax GPT H100 (JAX)": (0.322, 0.682)}
 
 # Rows beyond the issue's per-row target (25 %), as measured on that model; the xfail is not strict, so a model that
 # gets them right passes them.
-OVER_25 = {("fms-fsdp H100", "7b hsdp"): "+47.0 %", ("fms-fsdp H100", "34b ac"): "+26.6 %",
-           ("Pax GPT A100 (JAX)", "126m dp bf16"): "+59.0 %",
-           ("Pax GPT A100 (JAX)", "5b fsdp remat-attn bf16"): "+53.3 %",
-           ("Pax GPT H100 (JAX)", "126m dp te"): "+40.0 %", ("Pax GPT H100 (JAX)", "5b fsdp remat-attn te"): "+69.3 %",
-           ("Pax GPT H100 (JAX)", "5b fsdp remat te-fp8"): "+57.4 %",
+OVER_25 = {("fms-fsdp H100", "7b hsdp"): "+46.6 %", ("fms-fsdp H100", "34b ac"): "+26.5 %",
+           ("Pax GPT A100 (JAX)", "126m dp bf16"): "+48.3 %",
+           ("Pax GPT A100 (JAX)", "5b fsdp remat-attn bf16"): "+52.6 %",
+           ("Pax GPT H100 (JAX)", "126m dp te"): "+29.0 %", ("Pax GPT H100 (JAX)", "5b fsdp remat-attn te"): "+68.2 %",
+           ("Pax GPT H100 (JAX)", "5b fsdp remat te-fp8"): "+56.3 %",
            ("Pax GPT H100 (JAX)", "175b fsdp remat te-fp8"): "+32.2 %"}
 
 
