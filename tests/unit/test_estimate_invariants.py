@@ -317,6 +317,28 @@ def test_eager_optimizer_is_torchs_foreach_adamw_on_the_shard():
         assert e.optimizer_s == pytest.approx(params * per_param / (3350e9 * 0.85), rel=1e-9), execution
 
 
+def test_an_eager_llama_block_pays_its_unfused_norms_rotary_and_swiglu():
+    """A gated-MLP (Llama) block run op by op, by hand, beyond the fused passes every stack pays: two RMSNorms in
+    fp32 (36 bytes an element forward against a fused norm's 4; 68 backward against 6), rotary positions over Q and K
+    (20 each way) and SwiGLU's silu and product as two kernels (10 against 6 forward; 18 against 9 backward). On
+    8,192 tokens of a 4,096-wide layer (32 heads, 8 KV heads of 128, FFN 14,336), at 0.85 of H100's 3.35 TB/s.
+    Fused and compiled stacks pay none of it, nor does a GPT block (LayerNorm is one kernel even in eager)."""
+    hw = cluster("h100-80gb", 8)
+    one = Group(1, 1)
+    model, _, layout = build("custom", layers=2, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=1024,
+                             seq_len=8192, gated_mlp=True, gpus=8, tp=1, micro_batch=1, global_batch=8)
+    times = {e: layer_time(model, replace(layout, execution=e), hw, 1, one, one, one) for e in ("eager", "fused")}
+    bandwidth = 3350e9 * 0.85
+    tokens, h, qk, f = 8192, 4096, (32 + 8) * 128, 14336
+    forward = tokens * (2 * (36 - 4) * h + 20 * qk + (10 - 6) * f) / bandwidth
+    backward = tokens * (2 * (68 - 6) * h + 20 * qk + (18 - 9) * f) / bandwidth
+    assert times["eager"].forward - times["fused"].forward == pytest.approx(forward, rel=1e-9)
+    assert times["eager"].backward_input - times["fused"].backward_input == pytest.approx(backward, rel=1e-9)
+    gpt_block = replace(model, gated_mlp=False)
+    assert layer_time(gpt_block, replace(layout, execution="eager"), hw, 1, one, one, one).forward == pytest.approx(
+        layer_time(gpt_block, replace(layout, execution="fused"), hw, 1, one, one, one).forward, rel=1e-12)
+
+
 def test_the_loss_moves_what_its_kernel_moves_a_logit():
     """The loss's memory-bound passes over [tokens, vocab], by hand: Megatron's fp32 vocab-parallel cross entropy
     forward casts to fp32 (2 + 4), takes the max (4), subtracts it (4 + 4), exponentiates (4 + 4), sums (4) and divides
