@@ -31,6 +31,37 @@ FOREACH_ADAMW_BYTES_PER_PARAM = 8 + 12 + 8 + 12 + 3 * 8 + 16 + 4 + 8
 # recent GPUs and drivers (NVIDIA developer forums, "Too much time for kernel launch latency", 2022: null kernels'
 # launch overhead). CUDA graphs replay a captured sequence without either (CUDA programming guide, "CUDA Graphs").
 EAGER_KERNEL_CPU_S = (2 + 3) * 1e-6
+# The loss over the vocabulary: HBM bytes a logit (this rank's vocabulary share) moves, forward and backward, by
+# Layout.cross_entropy. "fp32": Megatron-LM's vocab-parallel cross entropy (megatron/core/tensor_parallel/
+# cross_entropy.py, unfused, Megatron-core's default): forward logits.float() (read 2, write 4), the max over the
+# vocabulary (read 4), the in-place subtraction of it (4, 4), torch.exp in place (4, 4), the sum (4) and the in-place
+# division into the softmax it saves (4, 4): 38; backward the saved softmax minus the one-hot target, scaled in place
+# by the loss's gradient (4, 4), then cast back to bf16 for the logit GEMMs (4, 2): 14. torch's cross_entropy on
+# logits.float() (torchtitan) is taken to move as much (assumption: its passes were not counted here).
+# "fused": flash-attn's xentropy kernel (csrc/xentropy/xentropy_kernel.cu, LLM Foundry's default loss_fn): its forward,
+# one block a row, reads the bf16 row twice (max and sum, then the sum of exponentials: 2 + 2) and writes one
+# log-sum-exp a row; its backward reads the bf16 logits once and writes the bf16 gradient (2 + 2).
+LOSS_BYTES = {"fp32": (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 4 + BF16), "fused": (BF16 + BF16, BF16 + BF16)}
+# A Llama block (pre-normalisation by RMSNorm, SwiGLU, rotary positions: Touvron et al., "LLaMA", arXiv:2302.13971,
+# sec. 2.2, kept by Llama 2 and 3 and Mixtral; here every gated-MLP model) run op by op in eager PyTorch, HBM bytes an
+# element of each pass, (forward, backward), beyond the fused kernels layer_time counts for every stack (a norm: read
+# 2, write 2, backward 1.5 times that; SwiGLU 6, backward 9). As Meta's reference (meta-llama/llama, llama/model.py:
+# RMSNorm, apply_rotary_emb, FeedForward) and after it torchtitan (torchtitan/models/norms.py RMSNorm;
+# models/llama/model.py apply_rotary_emb and FeedForward, at 7e76ecb) and fms-fsdp (fms's LayerNormParameterized and
+# RotaryEmbedding) write them:
+# - RMSNorm, over [tokens, h]: x.float() (read 2, write 4), pow (4, 4), mean (4), x * rsqrt (4, 4), type_as (4, 2),
+#   * weight (2, 2): 36 forward; autograd's backward of those: * weight (the input's gradient 2, 2; the weight's, a
+#   product 2 + 2, 2, then summed over tokens, 2), type_as (2, 4), x * rsqrt (the input's gradient 4, 4; rsqrt's, a
+#   product 4 + 4, 4, summed over the row, 4), pow (4, 4), the two gradient paths added (4 + 4, 4), float() (4, 2): 68;
+# - rotary positions, over Q and K: q.float() (2, 4), the complex product (4, 4), type_as (4, 2): 20; backward the
+#   same three in reverse: 20;
+# - SwiGLU, over [tokens, ffn]: F.silu(w1(x)) (2, 2), times w3(x) (2 + 2, 2): 10; backward the product's two
+#   gradients (2 + 2, 2 each) and silu's (2 + 2, 2): 18.
+# Fused (Megatron-core's TransformerEngine kernels) and compiled (torch.compile) stacks fuse each into one pass.
+EAGER_RMSNORM_BYTES = (2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2 + 2 + 2,
+                       (2 + 2) + (2 + 2 + 2) + 2 + (2 + 4) + (4 + 4) + (4 + 4 + 4) + 4 + (4 + 4) + (4 + 4 + 4) + (4 + 2))
+EAGER_ROPE_BYTES = (2 + 4 + 4 + 4 + 4 + 2, 2 + 4 + 4 + 4 + 4 + 2)
+EAGER_SWIGLU_BYTES = (2 + 2 + 2 + 2 + 2, 2 * (2 + 2 + 2) + 2 + 2 + 2)
 TILE_M, TILE_N = 128, 256  # a large bf16 cuBLAS/CUTLASS tile: a matmul runs in waves of these over the SMs
 # A tile's k-block: 64 bf16 (or 128 FP8) elements, 128 bytes a row (CUTLASS's sm90 128×256×64 bf16 and ×128 FP8 tiles)
 TILE_K_BYTES = 128
@@ -104,6 +135,13 @@ def fp8_cast_bytes(rows: float, n: float, k: float) -> tuple[float, float]:
     reductions ride along). Delayed scaling: the scale comes from the previous steps' amax history, no extra pass."""
     cast = 2 + 1 + 1
     return cast * (rows * k + k * n), cast * rows * n
+
+
+def loss_time(tokens: float, vocab: float, layout: Layout, cluster: Cluster) -> tuple[float, float]:
+    """Seconds of the loss's memory-bound passes over `tokens` × `vocab` logits (this rank's share), forward and
+    backward (LOSS_BYTES by the layout's cross_entropy); the logit GEMMs are timed apart."""
+    forward, backward = LOSS_BYTES[layout.cross_entropy]
+    return memory_time(tokens * vocab * forward, cluster), memory_time(tokens * vocab * backward, cluster)
 
 
 def memory_time(moved: float, cluster: Cluster) -> float:
@@ -192,11 +230,18 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     per_row = 2 * 4 * h + 2 * add * h
     per_row_tp = (6 if model.gated_mlp else 4) * f * experts / t  # GeLU or SwiGLU
     elementwise = memory_time(tokens * per_row / sp + tokens * per_row_tp, cluster)
-    forward = forward_mm + attn_fwd + elementwise
-    backward_input = backward_in + attn_bwd + 1.5 * elementwise
+    eager_f = eager_b = 0.0
+    if layout.executes == "eager" and model.gated_mlp:  # a Llama block op by op: what its passes move beyond fused ones
+        qk = (model.heads + model.kv_heads) * model.head_dim / t
+        eager_f, eager_b = (memory_time(tokens * (2 * (norm - fused_norm) * h / sp + rope * qk
+                                                  + (swiglu - fused_swiglu) * f * experts / t), cluster)
+                            for norm, rope, swiglu, fused_norm, fused_swiglu in zip(
+                                EAGER_RMSNORM_BYTES, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, (4, 6), (6, 9)))
+    forward = forward_mm + attn_fwd + elementwise + eager_f
+    backward_input = backward_in + attn_bwd + 1.5 * elementwise + eager_b
     attn_held = cluster.gpu.sms / (cluster.gpu.sms - held)  # attention's blocks over the SMs left
-    held_f = held_mm_f + attn_fwd * attn_held + elementwise
-    held_b = held_mm_b + attn_bwd * attn_held + 1.5 * elementwise
+    held_f = held_mm_f + attn_fwd * attn_held + elementwise + eager_f
+    held_b = held_mm_b + attn_bwd * attn_held + 1.5 * elementwise + eager_b
     if c > 1 and layout.cp_comm == "ring":
         merge_f, merge_b = ring_merge_bytes(model, tokens, t, c)
         forward += memory_time(merge_f, cluster)

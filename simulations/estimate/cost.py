@@ -270,13 +270,11 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         bi_layer += (lt.tp_forward + lt.cp_forward_exposed) / layout.recompute_every
     bw_compute = lt.backward_weight
     # the first and last stages also run the embedding and the output layer with its loss
-    logits_f = compute.matmul_time(tokens, model.vocab / t, model.hidden, cluster) + compute.memory_time(
-        tokens * model.vocab / t * (BF16 + 4) * 2, cluster)
+    # the loss's passes over the logits by its kernel (compute.LOSS_BYTES)
+    loss_f, loss_b = compute.loss_time(tokens, model.vocab / t, layout, cluster)
+    logits_f = compute.matmul_time(tokens, model.vocab / t, model.hidden, cluster) + loss_f
     logits_b = compute.matmul_time(tokens, model.hidden, model.vocab / t, cluster) + compute.matmul_time(
-        model.hidden, model.vocab / t, tokens, cluster)
-    # the loss's backward (Megatron's vocab-parallel cross entropy): the saved fp32 softmax minus the one-hot
-    # target, scaled in place (read 4, write 4), then cast to bf16 for the logit GEMMs (read 4, write 2)
-    logits_b += compute.memory_time(tokens * model.vocab / t * (4 + 4 + 4 + BF16), cluster)
+        model.hidden, model.vocab / t, tokens, cluster) + loss_b
     # the input embedding's backward is no GEMM: a dense bf16 gradient of the whole [V/t, h] table is written
     # (torch's embedding_dense_backward) and added to the accumulator (read 2, read and write the accumulator)
     accumulator = layout.grad_reduce_bytes

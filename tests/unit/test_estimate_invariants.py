@@ -320,6 +320,49 @@ def test_eager_optimizer_is_torchs_foreach_adamw_on_the_shard():
         assert e.optimizer_s == pytest.approx(params * per_param / (3350e9 * 0.85), rel=1e-9), execution
 
 
+def test_an_eager_llama_block_pays_its_unfused_norms_rotary_and_swiglu():
+    """A gated-MLP (Llama) block run op by op, by hand, beyond the fused passes every stack pays: two RMSNorms in
+    fp32 (36 bytes an element forward against a fused norm's 4; 68 backward against 6), rotary positions over Q and K
+    (20 each way) and SwiGLU's silu and product as two kernels (10 against 6 forward; 18 against 9 backward). On
+    8,192 tokens of a 4,096-wide layer (32 heads, 8 KV heads of 128, FFN 14,336), at 0.85 of H100's 3.35 TB/s.
+    Fused and compiled stacks pay none of it, nor does a GPT block (LayerNorm is one kernel even in eager)."""
+    hw = cluster("h100-80gb", 8)
+    one = Group(1, 1)
+    model, _, layout = build("custom", layers=2, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=1024,
+                             seq_len=8192, gated_mlp=True, gpus=8, tp=1, micro_batch=1, global_batch=8)
+    times = {e: layer_time(model, replace(layout, execution=e), hw, 1, one, one, one) for e in ("eager", "fused")}
+    bandwidth = 3350e9 * 0.85
+    tokens, h, qk, f = 8192, 4096, (32 + 8) * 128, 14336
+    forward = tokens * (2 * (36 - 4) * h + 20 * qk + (10 - 6) * f) / bandwidth
+    backward = tokens * (2 * (68 - 6) * h + 20 * qk + (18 - 9) * f) / bandwidth
+    assert times["eager"].forward - times["fused"].forward == pytest.approx(forward, rel=1e-9)
+    assert times["eager"].backward_input - times["fused"].backward_input == pytest.approx(backward, rel=1e-9)
+    gpt_block = replace(model, gated_mlp=False)
+    assert layer_time(gpt_block, replace(layout, execution="eager"), hw, 1, one, one, one).forward == pytest.approx(
+        layer_time(gpt_block, replace(layout, execution="fused"), hw, 1, one, one, one).forward, rel=1e-12)
+
+
+def test_the_loss_moves_what_its_kernel_moves_a_logit():
+    """The loss's memory-bound passes over [tokens, vocab], by hand: Megatron's fp32 vocab-parallel cross entropy
+    forward casts to fp32 (2 + 4), takes the max (4), subtracts it (4 + 4), exponentiates (4 + 4), sums (4) and divides
+    (4 + 4): 38 bytes a logit; backward scales the saved softmax (4 + 4) and casts it to bf16 (4 + 2): 14. flash-attn's
+    fused xentropy reads the bf16 row twice forward (4) and once backward, writing a bf16 gradient (4). At 0.85 of
+    H100's 3.35 TB/s. The step differs by exactly the difference, the rest of it unchanged."""
+    from simulations.estimate.compute import loss_time
+
+    hw = cluster("h100-80gb", 8)
+    tokens, vocab = 8 * 4096, 128256
+    bandwidth = 3350e9 * 0.85
+    for kind, forward, backward in (("fp32", 38, 14), ("fused", 4, 4)):
+        got = loss_time(tokens, vocab, Layout(cross_entropy=kind), hw)
+        assert got == pytest.approx((tokens * vocab * forward / bandwidth, tokens * vocab * backward / bandwidth),
+                                    rel=1e-12), kind
+    model, hw8, layout = build("llama3-8b", gpus=8, tp=1, global_batch=8, micro_batch=1, recompute="none")
+    runs = {kind: estimate(model, hw8, replace(layout, cross_entropy=kind)) for kind in ("fp32", "fused")}
+    moved = model.seq_len * model.vocab * (38 + 14 - 4 - 4)
+    assert runs["fp32"].pipeline_s - runs["fused"].pipeline_s == pytest.approx(moved / bandwidth, rel=1e-6)
+
+
 def test_the_step_waits_for_its_slowest_gpu_more_as_ranks_grow():
     """GPUs of one SKU vary by 8 % (Sinha et al. SC'22, taken as the range over 1,000 GPUs: σ = 8 % / (2 · 3.24));
     a synchronous step runs at its slowest GPU's pace: compute × σ × the expected largest of n normals (Blom:

@@ -251,17 +251,22 @@ def table_rows(table: str):
 # the first layer's and the root unit's gathers, the last reduce-scatters, exposed): torchtitan Llama 3 8.9/11.6 % ->
 # 7.7/9.7 %, Llama 2 9.9/12.4 -> 9.2/11.6 %, fms-fsdp A100 5.8/16.3 -> 6.4/15.9 % (70B, too slow, -5.8 -> -6.4 %),
 # H100 26.6/47.0 -> 24.6/46.1 %, Pax A100 20.2/59.0 -> 19.7/59.0 %, H100 40.0/69.3 -> 40.0/66.9 %.
-MEASURED = {"torchtitan Llama 3 A100": (0.077, 0.097), "torchtitan Llama 2 A100": (0.092, 0.116),
-            "fms-fsdp A100": (0.064, 0.159), "fms-fsdp H100": (0.246, 0.461), "Pax GPT A100 (JAX)": (0.197, 0.590),
-            "Pax GPT H100 (JAX)": (0.400, 0.669)}
+# The loss's passes by its kernel (compute.LOSS_BYTES: Megatron's fp32 cross entropy moves 52 bytes a logit, not 26)
+# and an eager Llama block's unfused RMSNorms, rotary positions and SwiGLU (compute.EAGER_RMSNORM_BYTES and beside
+# it), measured on their own: torchtitan Llama 3 8.9/11.6 -> 1.8/2.6 %, Llama 2 9.9/12.4 -> 2.0/3.3 %, fms-fsdp A100
+# 5.8/16.3 -> 6.0/10.2 %, H100 26.6/47.0 -> 15.4/27.5 %, Pax A100 20.2/59.0 -> 16.0/52.6 %, H100 40.0/69.3 ->
+# 32.2/68.2 %. Both this and the fill and drain above: the figures below.
+MEASURED = {"torchtitan Llama 3 A100": (0.008, 0.010), "torchtitan Llama 2 A100": (0.022, 0.026),
+            "fms-fsdp A100": (0.057, 0.107), "fms-fsdp H100": (0.138, 0.268), "Pax GPT A100 (JAX)": (0.154, 0.512),
+            "Pax GPT H100 (JAX)": (0.318, 0.659)}
 
 # Rows beyond the per-row target (25 %), as measured on that model; the xfail is not strict, so a model that
 # gets them right passes them.
-OVER_25 = {("fms-fsdp H100", "7b hsdp"): "+46.1 %",
-           ("Pax GPT A100 (JAX)", "126m dp bf16"): "+59.0 %",
-           ("Pax GPT A100 (JAX)", "5b fsdp remat-attn bf16"): "+51.9 %",
-           ("Pax GPT H100 (JAX)", "126m dp te"): "+40.0 %", ("Pax GPT H100 (JAX)", "5b fsdp remat-attn te"): "+66.9 %",
-           ("Pax GPT H100 (JAX)", "5b fsdp remat te-fp8"): "+55.0 %",
+OVER_25 = {("fms-fsdp H100", "7b hsdp"): "+26.8 %",
+           ("Pax GPT A100 (JAX)", "126m dp bf16"): "+48.3 %",
+           ("Pax GPT A100 (JAX)", "5b fsdp remat-attn bf16"): "+51.2 %",
+           ("Pax GPT H100 (JAX)", "126m dp te"): "+29.0 %", ("Pax GPT H100 (JAX)", "5b fsdp remat-attn te"): "+65.9 %",
+           ("Pax GPT H100 (JAX)", "5b fsdp remat te-fp8"): "+53.9 %",
            ("Pax GPT H100 (JAX)", "175b fsdp remat te-fp8"): "+31.8 %"}
 
 
