@@ -43,15 +43,18 @@ def test_a_mixture_of_experts_is_fastest_with_expert_parallelism():
         validate(model, c, e.layout)
 
 
-def test_hybrid_sharding_wins_for_llama3_70b_on_1024_gpus():
-    # The chooser's default question: ZeRO-3 gathers inside 8 nodes, one all-reduce of the shards across them,
-    # beats plain ZeRO-3 over all 1024 GPUs and every TP/PP layout (6.05 s against 7.04 s at the time of writing).
+def test_llama3_70b_on_1024_gpus_hybrid_sharding_beats_plain_zero3_and_megatron_layouts_lead():
+    # The chooser's default question. HSDP (ZeRO-3 gathers inside 8 nodes, one all-reduce of the shards across them)
+    # beats plain ZeRO-3 over all 1,024 GPUs; both are priced as eager PyTorch FSDP runs them (unfused norms, rotary
+    # embeddings, SwiGLU, foreach AdamW), so Megatron's fused TP x PP layouts lead, as NVIDIA's own recipe for this
+    # model is (TP 4, PP 4, interleaved: tests/unit/test_estimate_validation.py, NeMo 24.09).
     model, c, base = build("llama3-70b", gpus=1024, global_batch=1024, seq_len=8192, check_layout=False)
-    ranked = search(model, c, base, top=30)
+    ranked = search(model, c, base, top=40)
     best = ranked[0]
-    assert best.layout.zero_stage == 3 and best.layout.zero_shards, best.layout
-    assert best.layout.zero_shards < best.layout.dp(c.gpus) * best.layout.cp  # replicas across groups
-    plain = [e for e in ranked if not e.layout.zero_shards]
-    assert plain and best.step_time_s < plain[0].step_time_s
+    assert best.layout.zero_stage == 1 and best.layout.tp > 1 and best.layout.pp > 1, best.layout
+    hybrid = [e for e in ranked if e.layout.zero_stage == 3 and e.layout.zero_shards]
+    plain = [e for e in ranked if e.layout.zero_stage == 3 and not e.layout.zero_shards]
+    assert hybrid and hybrid[0].layout.zero_shards < hybrid[0].layout.dp(c.gpus) * hybrid[0].layout.cp
+    assert not plain or hybrid[0].step_time_s < plain[0].step_time_s
     for e in ranked:
         validate(model, c, e.layout)

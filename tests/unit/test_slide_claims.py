@@ -252,7 +252,7 @@ def test_the_restart_note_says_what_torchrun_does(rendered):
 # ---- the layout chooser's answer, set beside published runs ----
 
 def test_layout_chooser_notes_set_the_top_mfu_beside_published_runs(rendered):
-    """The chooser's top row (HSDP, TP 1) reads far above any published 70B run on H100; its notes must say so, with
+    """The chooser's top row's MFU beside the published 70B runs on H100 (above them: the notes must say so), with
     the published figure recomputed here from the cited step time (NeMo 24.09 recipe, 1,024 H100s: 14.92 s for
     2,048 × 8,192 tokens; tests/unit/test_estimate_validation.py), and quote the trust of the top row's own kind,
     not of a layout typed into the template."""
@@ -269,7 +269,8 @@ def test_layout_chooser_notes_set_the_top_mfu_beside_published_runs(rendered):
     notes = notes_of(rendered["layout-chooser"])
     top = scale.ranked("llama3-70b", "h100-80gb", 1024, 1024, 8192)[0]
     assert f"top row's {100 * top['mfu']:.0f} % MFU" in notes
-    assert f"measured {100 * published_mfu:.0f} %" in notes and top["mfu"] > published_mfu
+    assert f"measured {100 * published_mfu:.0f} %" in notes
+    assert ("Be careful with the top row" in notes) == (top["mfu"] > 1.05 * published_mfu)
     assert trust.trust("h100-80gb", tp=top["tp"], pp=top["pp"], cp=top["cp"], zero_stage=top["zero_stage"])["summary"] in notes
     assert "38 to 43 %" in notes  # Llama 3 405B, arXiv:2407.21783 Table 4
 
