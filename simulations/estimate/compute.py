@@ -58,6 +58,9 @@ LOSS_BYTES = {"fp32": (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 4 + BF16), "fused": (BF16 
 # - SwiGLU, over [tokens, ffn]: F.silu(w1(x)) (2, 2), times w3(x) (2 + 2, 2): 10; backward the product's two
 #   gradients (2 + 2, 2 each) and silu's (2 + 2, 2): 18.
 # Fused (Megatron-core's TransformerEngine kernels) and compiled (torch.compile) stacks fuse each into one pass.
+# The fused passes every stack is charged (layer_time), bytes an element, (forward, backward: 1.5 times): a norm reads
+# and writes bf16 (2 + 2); SwiGLU reads the gate and the up projection and writes their product (2 + 2 + 2).
+FUSED_NORM_BYTES, FUSED_SWIGLU_BYTES = (4, 6), (6, 9)
 EAGER_RMSNORM_BYTES = (2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2 + 2 + 2,
                        (2 + 2) + (2 + 2 + 2) + 2 + (2 + 4) + (4 + 4) + (4 + 4 + 4) + 4 + (4 + 4) + (4 + 4 + 4) + (4 + 2))
 EAGER_ROPE_BYTES = (2 + 4 + 4 + 4 + 4 + 2, 2 + 4 + 4 + 4 + 4 + 2)
@@ -227,8 +230,8 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     # with dropout fused in (Megatron's bias-dropout-add: and its 1-byte mask, 7h) or, eager, a dropout pass of its own
     # first (read 2h, write 2h and the mask: 5h more)
     add = 2 * BF16 + BF16 + (1 + (2 * BF16 + 1 if layout.executes == "eager" else 0) if model.dropout else 0)
-    per_row = 2 * 4 * h + 2 * add * h
-    per_row_tp = (6 if model.gated_mlp else 4) * f * experts / t  # GeLU or SwiGLU
+    per_row = 2 * FUSED_NORM_BYTES[0] * h + 2 * add * h
+    per_row_tp = (FUSED_SWIGLU_BYTES[0] if model.gated_mlp else 4) * f * experts / t  # GeLU or SwiGLU
     elementwise = memory_time(tokens * per_row / sp + tokens * per_row_tp, cluster)
     eager_f = eager_b = 0.0
     if layout.executes == "eager" and model.gated_mlp:  # a Llama block op by op: what its passes move beyond fused ones
@@ -236,7 +239,7 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         eager_f, eager_b = (memory_time(tokens * (2 * (norm - fused_norm) * h / sp + rope * qk
                                                   + (swiglu - fused_swiglu) * f * experts / t), cluster)
                             for norm, rope, swiglu, fused_norm, fused_swiglu in zip(
-                                EAGER_RMSNORM_BYTES, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, (4, 6), (6, 9)))
+                                EAGER_RMSNORM_BYTES, EAGER_ROPE_BYTES, EAGER_SWIGLU_BYTES, FUSED_NORM_BYTES, FUSED_SWIGLU_BYTES))
     forward = forward_mm + attn_fwd + elementwise + eager_f
     backward_input = backward_in + attn_bwd + 1.5 * elementwise + eager_b
     attn_held = cluster.gpu.sms / (cluster.gpu.sms - held)  # attention's blocks over the SMs left

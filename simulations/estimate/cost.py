@@ -430,7 +430,8 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
             head_backward=logits_b + head_b, embed_backward=embedding_b + embed_b,
             cp_forward=lt.cp_forward if ring else 0.0, cp_backward=lt.cp_backward if ring else 0.0,
             cp_waits_forward=0.0 if ring else lt.cp_forward_exposed, cp_waits_backward=cp_waits_backward,
-            gather=z3_gather, scatter=z3_scatter, root_gather=root_gather, root_scatter=root_scatter, bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
+            gather=z3_gather, scatter=z3_scatter, root_gather=root_gather, root_scatter=root_scatter,
+            bucket=reduce / model.layers,  # ZeRO-2: reduce is per micro-batch
             # what compute loses to the collectives beside it (traffic.contention)
             forward_lost=traffic.contention(z3_gather, lt.forward, lt.held_rate_forward),
             backward_lost=traffic.contention(z3_gather + z3_scatter, lt.backward_input + lt.recompute + lt.backward_weight,
