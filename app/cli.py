@@ -175,7 +175,9 @@ def estimate_cmd(
     virtual_stages: Annotated[str, typer.Option(help="auto or N (interleaved_1f1b).")] = "auto",
     micro_batch: Annotated[str, typer.Option(help="auto or N sequences per micro-batch.")] = "auto",
     global_batch: Annotated[int, typer.Option(help="Sequences per optimizer step.")] = 1024,
-    recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "selective",
+    recompute: Annotated[str, typer.Option(
+        help="none, selective (attention's core replayed), full (whole layers) or op (torchtitan's per-op "
+             "checkpointing: every second matmul replayed).")] = "selective",
     sequence_parallel: Annotated[bool, typer.Option(help="Sequence parallelism with TP.")] = True,
     flash_attention: Annotated[bool | None, typer.Option(
         help="Fused attention (default: what the preset's paper ran).", show_default=False)] = None,

@@ -257,6 +257,11 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
         held_b = max(held_b, kernels_b * EAGER_KERNEL_CPU_S)
     if layout.recompute == "full":
         recompute = forward
+    elif layout.recompute == "op":  # every second matmul and the element-wise passes; attention's output is kept
+        recompute = sum(matmul_time(tokens * copies, n, k, cluster, fp8)
+                        for _, n, k, copies in model.op_recomputed_matmuls(t)) + elementwise + eager_f
+        if not model.flash_attention:  # unfused attention's scores and softmax are element-wise ops too
+            recompute += attn_fwd
     elif layout.recompute == "selective" and not model.flash_attention:
         recompute = attn_fwd
     else:

@@ -21,7 +21,7 @@ Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
 # of K and V and a reduce-scatter of their gradients (Llama 3, Dubey et al., arXiv:2407.21783 sec. 3.3.2).
 CPComm = Literal["ring", "all_to_all", "all_gather"]
 CP_COMMS = get_args(CPComm)
-Recompute = Literal["none", "selective", "full"]
+Recompute = Literal["none", "selective", "full", "op"]
 Precision = Literal["bf16", "fp8"]
 PRECISIONS = get_args(Precision)
 # What the optimizer keeps and how the loss is computed (memory.py says what each holds)
@@ -64,6 +64,10 @@ class Layout:
     virtual_stages: int | None = 1  # None: auto
     micro_batch: int | None = 1  # sequences per micro-batch; None: auto
     global_batch: int = 1024  # sequences per optimizer step
+    # Activation checkpointing: none; selective (Korthikanti et al.: attention's core replayed, nothing else); full
+    # (every layer replayed from its input, or one in `recompute_every`); op (torchtitan's per-op selective
+    # checkpointing, its Llama configs' default: every second matmul of a layer and every element-wise op replayed,
+    # attention's output and the other matmuls' outputs kept; models.Model.op_recomputed_matmuls).
     recompute: Recompute = "selective"
     sequence_parallel: bool = True  # with tp > 1 (Korthikanti et al.)
     overlap_grad_reduce: bool = True  # DP gradient reduction on its own stream during backward
@@ -158,7 +162,7 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
     if layout.schedule not in SCHEDULES:
         raise LayoutError("schedule", f"must be one of {', '.join(SCHEDULES)}, got {layout.schedule!r}")
     if layout.recompute not in get_args(Recompute):
-        raise LayoutError("recompute", f"must be none, selective or full, got {layout.recompute!r}")
+        raise LayoutError("recompute", f"must be none, selective, full or op, got {layout.recompute!r}")
     if layout.global_batch < 1 or layout.global_batch % dp:
         raise LayoutError("global_batch", f"must be a positive multiple of dp = {dp}, got {layout.global_batch}")
     per_replica = layout.global_batch // dp

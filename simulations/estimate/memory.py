@@ -201,15 +201,31 @@ def layer_activation_bytes_per_token(model: Model) -> float:
     return 2 * (6 * h + 2 * kv) + mlp + masks + log_sum_exp
 
 
+def op_checkpoint_bytes_per_token(model: Model, layout: Layout) -> float:
+    """Bytes a layer keeps per token on one GPU under torchtitan's per-op selective checkpointing (Layout.recompute
+    "op"): the layer's input, which the replay starts from (its share under sequence parallelism); the outputs of
+    the matmuls it does not replay (the first, third, ... the layer calls: models.Model.layer_matmuls); attention's
+    output and its fp32 log-sum-exp a head (the fused attention op is saved whole). Element-wise results (norms,
+    rotary positions, SwiGLU's product, dropout) are replayed, not kept."""
+    t = layout.tp
+    sp = t if (layout.sequence_parallel and t > 1) else 1
+    kept = sum(n * copies for _, n, _, copies in model.layer_matmuls(t)[0::2])
+    attention_out = model.heads * model.head_dim / t
+    return BF16 * (model.hidden / sp + kept + attention_out) + 4 * model.heads / t
+
+
 def layer_activation_bytes(model: Model, layout: Layout, micro_batch: int, recompute: str) -> float:
     """Bytes one layer keeps for backward on one GPU: formulas' (Korthikanti's) count, with this model's own
     tensors (layer_activation_bytes_per_token) and, with CP by all-gather, the other ranks' K and V."""
     t, c = layout.tp, layout.cp
     if recompute == "none" and model.flash_attention:
         recompute = "selective"  # FlashAttention never stores the s×s scores (REFERENCE.md)
-    per_layer = formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads, t,
-                                                    recompute, layout.sequence_parallel)
-    if recompute != "full":  # Korthikanti's 34·h bytes a token are a GPT-3 layer's; this model's own, tensor by tensor
+    if recompute == "op":
+        per_layer = micro_batch * model.seq_len / c * op_checkpoint_bytes_per_token(model, layout)
+    else:
+        per_layer = formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads, t,
+                                                        recompute, layout.sequence_parallel)
+    if recompute not in ("full", "op"):  # Korthikanti's 34·h bytes a token are a GPT-3 layer's; this model's own, tensor by tensor
         per_layer += micro_batch * model.seq_len / c * (layer_activation_bytes_per_token(model) - 34 * model.hidden) / t
     if c > 1 and layout.cp_comm == "all_gather" and recompute != "full":  # the other ranks' K, V kept for backward
         kv_heads = kv_heads_per_tp_rank(model, t)
@@ -250,6 +266,8 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
         if recompute == "full":  # the layer being replayed holds its whole activations for a moment
             acts += formulas.activation_bytes_per_layer(model.seq_len // c, micro_batch, model.hidden, model.heads,
                                                         t, "selective", layout.sequence_parallel)
+        elif recompute == "op":  # and what the replay rebuilds, beside what the layer kept
+            acts += layer_activation_bytes(model, layout, micro_batch, "none") - per_layer
         if stage == p - 1:  # the logits, this rank's vocabulary share, and what the loss keeps beside them
             acts += micro_batch * model.seq_len / c * model.vocab / t * LOGIT_BYTES[layout.cross_entropy]
         roles = {**states, "activations": acts}

@@ -64,6 +64,25 @@ class Model:
         ffn = 2 * tokens * h * self.ffn_hidden * (3 if self.gated_mlp else 2) * (self.top_k if self.experts else 1)
         return {"qkv": qkv, "out": out, "ffn": ffn, "attention": 4 * tokens * context * h}
 
+    def layer_matmuls(self, tp: int = 1) -> list[tuple[str, float, float, int]]:
+        """One layer's linear layers in the order its forward calls them, as (name, n, k, copies): a token's row of
+        k inputs times a k × n weight (this TP rank's share), `copies` the routed experts a token visits. The order
+        is a Llama block's as torchtitan writes it (torchtitan/models/llama3/model.py: wq, wk, wv in Attention, wo;
+        FeedForward's w2(silu(w1(x)) * w3(x)) calls w1, then w3, then w2): what torchtitan's per-op activation
+        checkpointing counts to pick every second matmul (Layout.recompute "op")."""
+        h, t = self.hidden, tp
+        kv = self.kv_heads * self.head_dim
+        e = self.top_k if self.experts else 1
+        up = [("w1", self.ffn_hidden / t, h, e)] + ([("w3", self.ffn_hidden / t, h, e)] if self.gated_mlp else [])
+        return [("wq", self.heads * self.head_dim / t, h, 1), ("wk", kv / t, h, 1), ("wv", kv / t, h, 1),
+                ("wo", h, self.heads * self.head_dim / t, 1), *up, ("w2", h, self.ffn_hidden / t, e)]
+
+    def op_recomputed_matmuls(self, tp: int = 1) -> list[tuple[str, float, float, int]]:
+        """The matmuls torchtitan's per-op selective checkpointing replays in backward: every second one a layer calls
+        (torchtitan/distributed/activation_checkpoint.py, the op policy: "Save all compute/comm ops, except every second
+        mm/linear"; attention's output and the other matmuls' outputs are kept, every element-wise op replayed)."""
+        return self.layer_matmuls(tp)[1::2]
+
     def logits_forward_flops(self, tokens: float) -> float:
         return 2 * tokens * self.hidden * self.vocab
 

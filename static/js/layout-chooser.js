@@ -29,9 +29,10 @@ const FIELDS = [
               ['compiled', 'compiled / CUDA graphs']] },
   { name: 'precision', label: 'Matmuls', type: 'select', value: 'bf16',
     options: [['bf16', 'bf16'], ['fp8', 'FP8 (TransformerEngine)']] },
-  // activation checkpointing: selective keeps all but attention's core; full replays one layer in every n
+  // activation checkpointing: selective keeps all but attention's core; full replays one layer in every n;
+  // op (torchtitan's per-op policy) replays every second matmul and the element-wise ops
   { name: 'recompute', label: 'Recompute', type: 'select', value: 'selective',
-    options: [['selective', 'selective'], ['full', 'full'], ['none', 'none']] },
+    options: [['selective', 'selective'], ['full', 'full'], ['op', 'per op (torchtitan)'], ['none', 'none']] },
   { name: 'recompute_every', label: 'Full: 1 layer in', type: 'number', min: 1, step: 1, value: 1 },
   { name: 'network_gbps', label: 'Network / node (Gb/s)', type: 'number', min: 100, step: 100,
     placeholder: 'DGX' },
