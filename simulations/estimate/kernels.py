@@ -29,8 +29,16 @@ tokens, hidden 2048):
   the FA2 paper's A100 best points, "73 %" forward and "63 %" backward of peak: 1.16).
 - triton_fa1: the 2022 Triton FlashAttention (flash_attn_triton.py), which LLM Foundry's `attn_impl: triton` ran in
   its 2023 benchmarks: FlashAttention-2's rates divided by 1.9, the middle of the FA2 paper's "1.3-2.5× faster than
-  FlashAttention in Triton". (That range describes Figure 4's Triton bars, which are OpenAI's triton.ops
-  flash_attention of mid 2023 (the repo's benchmarks/benchmark_flash_attention.py imports it), not this kernel.)
+  FlashAttention in Triton". That range describes Figure 4's Triton bars, which are OpenAI's triton.ops
+  flash_attention of mid 2023 (the repo's benchmarks/benchmark_flash_attention.py imports it), not this kernel; no
+  per-length benchmark of this kernel is published. What is, and why the flat 1.9 stays: under a causal mask at
+  4k-16k, Figure 4's Triton runs at FA2 / 2.05-2.14 (head dim 64) and / 2.33-2.36 (128); this kernel's own source
+  says "Overall Triton forward + backward is slightly slower than CUDA forward + backward", and Figure 4's
+  FlashAttention (v1, CUDA) runs at FA2 / 1.76-1.79 (64) and / 2.27-2.28 (128) there; users' forward-only timings
+  of this kernel against v1 on A100 (flash-attention issues #142 and #405, 2023) have it faster than v1. Neither
+  figure has a causal Triton or v1 kernel faster than FA2 / 1.76 at long sequences, and neither is this kernel, so
+  the range's middle is kept. (Either, per length, predicts LLM Foundry's long rows slower still: the ratchets'
+  comments, tests/unit/test_estimate_other_stacks.py.)
 Assumptions, stated so that they can be checked:
 - H100 causal backward (not in the FA3 paper's Figure 6) runs at the non-causal backward rate times the forward's
   causal / non-causal ratio at the same length;
@@ -78,7 +86,8 @@ H100_ATTENTION: dict[tuple[str, int, str, bool], tuple[float, ...]] = {
 H100_PEAK = 989.0
 
 # (kernel, head dim, causal) -> forward + backward TFLOP/s at LENGTHS, A100 SXM4 80GB: FlashAttention-2 paper
-# (arXiv:2307.08691) Figure 4, the bars' printed labels (flash-attention repo, assets/flash2_a100_fwd_bwd_benchmark.png).
+# (arXiv:2307.08691) Figure 4, the bars' printed labels (flash-attention repo,
+# assets/flash2_a100_fwd_bwd_benchmark.png).
 # Two FA2 labels sit under the legend: non-causal head dim 64 at 1k (153, legible through it) and non-causal head dim
 # 128 at 512, read from the bar's height against the five labelled FA2 bars of that panel (151).
 # "triton" is the figure's "FlashAttention Triton": triton.ops.flash_attention, OpenAI's Triton kernel of mid 2023
