@@ -43,6 +43,7 @@ Assumptions, stated so that they can be checked:
 - H100 causal backward (not in the FA3 paper's Figure 6) runs at the non-causal backward rate times the forward's
   causal / non-causal ratio at the same length;
 - other head dimensions take the nearest published one (≤ 64: 64; otherwise 128);
+- A100 40 GB runs as the 80 GB part of Figure 4 (same chip and clocks; attention at these rates is not HBM-bound);
 - H200 runs as H100 (same GH100 compute); B200 (no published FA3, which is Hopper-only) runs cuDNN at H100
   cuDNN's fraction of peak, and FlashAttention (v1) there FlashAttention's fraction of FlashAttention-2 on H100;
 - lengths below 512 take the 512 rate, above 16k the 16k rate; between, interpolated in log(length);
