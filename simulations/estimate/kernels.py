@@ -35,9 +35,11 @@ tokens, hidden 2048):
   4k-16k, Figure 4's Triton runs at FA2 / 2.05-2.14 (head dim 64) and / 2.33-2.36 (128); this kernel's own source
   says "Overall Triton forward + backward is slightly slower than CUDA forward + backward", and Figure 4's
   FlashAttention (v1, CUDA) runs at FA2 / 1.76-1.79 (64) and / 2.27-2.28 (128) there; users' forward-only timings
-  of this kernel against v1 on A100 (flash-attention issues #142 and #405, 2023) have it faster than v1. Neither
-  figure has a causal Triton or v1 kernel faster than FA2 / 1.76 at long sequences, and neither is this kernel, so
-  the range's middle is kept. (Either, per length, predicts LLM Foundry's long rows slower still: the ratchets'
+  of this kernel against v1 on A100 (flash-attention issues #142 and #405, 2023) have it faster than v1, and LLM
+  Foundry's TUTORIAL.md (FAQ on `torch` / `flash` / `triton`, an answer from before FlashAttention-2 kept in a
+  comment) says "In our experience, `triton` is slightly faster than `flash`" (v1). Neither figure has a causal
+  Triton or v1 kernel faster than FA2 / 1.76 at long sequences, and neither is this kernel, so the range's middle
+  is kept. (Either, per length, predicts LLM Foundry's long rows slower still: the ratchets'
   comments, tests/unit/test_estimate_other_stacks.py.)
 Assumptions, stated so that they can be checked:
 - H100 causal backward (not in the FA3 paper's Figure 6) runs at the non-causal backward rate times the forward's
