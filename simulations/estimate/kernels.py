@@ -17,22 +17,37 @@ tokens, hidden 2048):
   FlashAttention-2, cuDNN and FlashAttention-3, as the bars' labels print them (read from the figures'
   transcriptions; where two transcriptions of the 512-token bars of non-causal head dim 128 disagree on which
   of cuDNN and FA3 is 467 and which 497, the lower is taken for both).
-- A100 SXM4: Dao, "FlashAttention-2", arXiv:2307.08691, sec. 4.1: FlashAttention-2 reaches "up to 73 % of
-  the theoretical maximum FLOPs/s" forward and "up to 63 %" backward, and is "1.3-2.5× faster than
-  FlashAttention in Triton". The per-length, per-head-dim and causal shape of its curves is not transcribed
-  here: the A100 curves are the H100 FlashAttention-2 curves scaled so that their best point (non-causal,
-  head dim 128, 16k) is 73 % (forward) and 63 % (backward) of A100's 312 TFLOP/s (assumption: the same
-  mma.sync kernel on both GPUs, FA2 not using Hopper's instructions).
-- triton_fa1: the 2022 Triton FlashAttention (flash_attn_triton.py), which LLM Foundry's `attn_impl: triton`
-  ran in its 2023 benchmarks: FlashAttention-2's rates divided by 1.9, the middle of the paper's 1.3-2.5×;
-- fa1: FlashAttention (v1, CUDA), FlashAttention-2's rates divided by 2.35, the middle of the paper's "1.7-3.0×
-  faster than FlashAttention".
+- A100 SXM4 and H100 SXM5, forward + backward: Dao, "FlashAttention-2", arXiv:2307.08691, Figure 4 (A100 80GB:
+  PyTorch, FlashAttention, xformers, FlashAttention in Triton, FlashAttention-2; non-causal and causal, head dim 64
+  and 128) and Figure 7 (H100: PyTorch, FlashAttention, FlashAttention-2), the bars' printed labels as the
+  flash-attention repository's assets/flash2_a100_fwd_bwd_benchmark.png and flash2_h100_fwd_bwd_benchmark.png show
+  them (two A100 labels under the legend: see A100_FWD_BWD). fa2 and fa1 on A100 are these curves; fa1 on H100 is
+  FlashAttention-2's H100 curve (FA3 paper) times FlashAttention's fraction of FlashAttention-2 in Figure 7 at the
+  same point. The paper's Figures 5 and 6 (A100 forward, backward alone) are not in the repository and are not
+  transcribed: a forward + backward rate is split into its two directions by FlashAttention-2's forward / backward
+  ratio on H100 at the same head dim, mask and length (FA3 paper; 370 / 322 = 1.15 at head dim 128, 16k, against
+  the FA2 paper's A100 best points, "73 %" forward and "63 %" backward of peak: 1.16).
+- triton_fa1: the 2022 Triton FlashAttention (flash_attn_triton.py), which LLM Foundry's `attn_impl: triton` ran in
+  its 2023 benchmarks: FlashAttention-2's rates divided by 1.9, the middle of the FA2 paper's "1.3-2.5× faster than
+  FlashAttention in Triton". That range describes Figure 4's Triton bars, which are OpenAI's triton.ops
+  flash_attention of mid 2023 (the repo's benchmarks/benchmark_flash_attention.py imports it), not this kernel; no
+  per-length benchmark of this kernel is published. What is, and why the flat 1.9 stays: under a causal mask at
+  4k-16k, Figure 4's Triton runs at FA2 / 2.05-2.14 (head dim 64) and / 2.33-2.36 (128); this kernel's own source
+  says "Overall Triton forward + backward is slightly slower than CUDA forward + backward", and Figure 4's
+  FlashAttention (v1, CUDA) runs at FA2 / 1.76-1.79 (64) and / 2.27-2.28 (128) there; users' forward-only timings
+  of this kernel against v1 on A100 (flash-attention issues #142 and #405, 2023) have it faster than v1, and LLM
+  Foundry's TUTORIAL.md (FAQ on `torch` / `flash` / `triton`, an answer from before FlashAttention-2 kept in a
+  comment) says "In our experience, `triton` is slightly faster than `flash`" (v1). Neither figure has a causal
+  Triton or v1 kernel faster than FA2 / 1.76 at long sequences, and neither is this kernel, so the range's middle
+  is kept. (Either, per length, predicts LLM Foundry's long rows slower still: the ratchets'
+  comments, tests/unit/test_estimate_other_stacks.py.)
 Assumptions, stated so that they can be checked:
-- causal backward (not in Figure 6) runs at the non-causal backward rate times the forward's causal /
-  non-causal ratio at the same length;
+- H100 causal backward (not in the FA3 paper's Figure 6) runs at the non-causal backward rate times the forward's
+  causal / non-causal ratio at the same length;
 - other head dimensions take the nearest published one (≤ 64: 64; otherwise 128);
+- A100 40 GB runs as the 80 GB part of Figure 4 (same chip and clocks; attention at these rates is not HBM-bound);
 - H200 runs as H100 (same GH100 compute); B200 (no published FA3, which is Hopper-only) runs cuDNN at H100
-  cuDNN's fraction of peak;
+  cuDNN's fraction of peak, and FlashAttention (v1) there FlashAttention's fraction of FlashAttention-2 on H100;
 - lengths below 512 take the 512 rate, above 16k the 16k rate; between, interpolated in log(length);
 - like the matmul rates these are one-GPU bursts, scaled by the GPU's sustained / burst ratio (hardware.py).
 """
@@ -72,10 +87,41 @@ H100_ATTENTION: dict[tuple[str, int, str, bool], tuple[float, ...]] = {
     ("fa3", 128, "backward", False): (316, 424, 501, 542, 559, 561),
 }
 H100_PEAK = 989.0
-A100_PEAK = 312.0
-FA2_A100_BEST = {"forward": 0.73, "backward": 0.63}  # of peak (FA2 paper, sec. 4.1)
-TRITON_FA1_SLOWER = 1.9  # FA2 is 1.3-2.5× faster than FlashAttention in Triton (FA2 paper): the middle
-FA1_SLOWER = 2.35  # FA2 is 1.7-3.0× faster than FlashAttention (FA2 paper, sec. 4.1): the middle
+
+# (kernel, head dim, causal) -> forward + backward TFLOP/s at LENGTHS, A100 SXM4 80GB: FlashAttention-2 paper
+# (arXiv:2307.08691) Figure 4, the bars' printed labels (flash-attention repo,
+# assets/flash2_a100_fwd_bwd_benchmark.png).
+# Two FA2 labels sit under the legend: non-causal head dim 64 at 1k (153, legible through it) and non-causal head dim
+# 128 at 512, read from the bar's height against the five labelled FA2 bars of that panel (151).
+# "triton" is the figure's "FlashAttention Triton": triton.ops.flash_attention, OpenAI's Triton kernel of mid 2023
+# (the repo's benchmarks/benchmark_flash_attention.py imports it), not the 2022 flash_attn_triton.py (see triton_fa1).
+A100_FWD_BWD: dict[tuple[str, int, bool], tuple[float, ...]] = {
+    ("fa2", 64, False): (132, 153, 162, 171, 175, 176),
+    ("fa2", 128, False): (151, 173, 187, 196, 201, 203),
+    ("fa2", 64, True): (88, 119, 140, 156, 165, 171),
+    ("fa2", 128, True): (99, 133, 155, 173, 182, 189),
+    ("fa1", 64, False): (91, 92, 104, 108, 110, 110),
+    ("fa1", 128, False): (76, 72, 76, 80, 82, 83),
+    ("fa1", 64, True): (58, 70, 77, 87, 92, 97),
+    ("fa1", 128, True): (55, 62, 69, 76, 80, 83),
+    ("triton", 64, False): (90, 102, 98, 98, 100, 100),
+    ("triton", 128, False): (78, 85, 90, 93, 95, 95),
+    ("triton", 64, True): (59, 75, 79, 76, 79, 80),
+    ("triton", 128, True): (50, 61, 68, 74, 78, 80),
+}
+# the same, H100 SXM5 80GB: FlashAttention-2 paper Figure 7 (assets/flash2_h100_fwd_bwd_benchmark.png), FlashAttention
+# (v1) and FlashAttention-2 only
+H100_FWD_BWD: dict[tuple[str, int, bool], tuple[float, ...]] = {
+    ("fa2", 64, False): (215, 254, 274, 288, 294, 296),
+    ("fa2", 128, False): (248, 294, 320, 326, 335, 338),
+    ("fa2", 64, True): (141, 192, 232, 257, 273, 284),
+    ("fa2", 128, True): (163, 221, 265, 294, 308, 328),
+    ("fa1", 64, False): (157, 159, 161, 161, 166, 168),
+    ("fa1", 128, False): (127, 127, 128, 131, 137, 139),
+    ("fa1", 64, True): (104, 123, 136, 138, 149, 156),
+    ("fa1", 128, True): (98, 109, 108, 126, 135, 137),
+}
+TRITON_FA1_SLOWER = 1.9  # FA2 is 1.3-2.5× faster than FlashAttention in Triton (FA2 paper, sec. 4.1): the middle
 
 
 def default_kernel(gpu: GPU) -> str:
@@ -105,6 +151,15 @@ def _interpolate(curve: tuple[float, ...], length: float) -> float:
     return curve[i] + x * (curve[i + 1] - curve[i])
 
 
+def _split(fwd_bwd: float, dim: int, direction: str, causal: bool, length: float) -> float:
+    """One direction's rate from a forward + backward one (3.5 forward FLOPs over the time of both), the forward
+    running `k` times the backward's rate, k as FlashAttention-2's on H100 (FA3 paper) at the same point."""
+    k = (_interpolate(_curve("fa2", dim, "forward", causal), length)
+         / _interpolate(_curve("fa2", dim, "backward", causal), length))
+    backward = fwd_bwd * (1 / k + 2.5) / 3.5  # 1/f + 2.5/b = 3.5/fwd_bwd with f = k·b
+    return k * backward if direction == "forward" else backward
+
+
 def attention_rate(gpu: GPU, kernel: str, head_dim: int, direction: str, causal: bool, length: float) -> float:
     """FLOP/s (in the kernels' own count, see above) that `kernel` sustains on `gpu`."""
     if kernel == "auto":
@@ -113,20 +168,21 @@ def attention_rate(gpu: GPU, kernel: str, head_dim: int, direction: str, causal:
     ampere = gpu.name.startswith("a100")
     if ampere and kernel in ("fa3", "cudnn"):
         kernel = "fa2"  # FA3 is Hopper-only; cuDNN's fused flash attention needs sm90 for these rates
+    table = "fa2" if kernel == "triton_fa1" else kernel
+    slower = TRITON_FA1_SLOWER if kernel == "triton_fa1" else 1.0
+    if ampere:  # FA2 paper, Figure 4, split into forward and backward
+        rate = _split(_interpolate(A100_FWD_BWD[(table, dim, causal)], length), dim, direction, causal, length)
+        return rate / slower * 1e12 * gpu.sustained_over_burst
     base = "fa2" if kernel in ("triton_fa1", "fa1") else kernel
     if gpu.name == "b200":
         base = "cudnn"
     rate = _interpolate(_curve(base, dim, direction, causal), length)
-    if ampere:  # FA2's H100 curve scaled to its published best on A100
-        best = _curve("fa2", 128, direction, False)[-1]
-        rate *= FA2_A100_BEST[direction] * A100_PEAK / best
-    elif gpu.name == "b200":
+    if gpu.name == "b200":
         rate *= gpu.peak_flops / 1e12 / H100_PEAK
-    if kernel == "triton_fa1":
-        rate /= TRITON_FA1_SLOWER
-    elif kernel == "fa1":
-        rate /= FA1_SLOWER
-    return rate * 1e12 * gpu.sustained_over_burst
+    if kernel == "fa1":  # its measured fraction of FA2 on H100 (FA2 paper, Figure 7)
+        rate *= (_interpolate(H100_FWD_BWD[("fa1", dim, causal)], length)
+                 / _interpolate(H100_FWD_BWD[("fa2", dim, causal)], length))
+    return rate / slower * 1e12 * gpu.sustained_over_burst
 
 
 def attention_time(gpu: GPU, kernel: str, queries: float, context: float, head_dim: int, heads: float,

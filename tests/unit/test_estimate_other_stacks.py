@@ -356,7 +356,14 @@ def summary(table: str) -> tuple[int, float, float]:
 # The loss's passes by its kernel (compute.LOSS_BYTES: flash-attn's fused cross entropy moves 8 bytes a logit, not
 # the 26 counted before for every loss): a100-80gb 10.1/23.6 -> 9.8/25.3 %, a100-40gb 5.4/35.9 -> 4.5/35.9 %, h100
 # 8.2/29.6 -> 9.0/29.6 %, h100-large 18.7/39.3 -> 19.3/41.7 %, h100-fp8 9.5/14.0 -> 10.7/15.1 % (too fast, all of it). Both: below.
-MEASURED = {"a100-80gb": (0.101, 0.249), "a100-40gb": (0.046, 0.354), "h100": (0.079, 0.291),
+# A100 attention from the FA2 paper's Figure 4 (kernels.A100_FWD_BWD: FA2 forward + backward by length, head dim and
+# mask, in place of the H100 curve scaled to its best point; Triton still FA2 / 1.9): a100-80gb 10.1/24.9 -> 9.2/26.5 %
+# (long rows 1 point less slow, 760m s512 +24.9 -> +26.5 %), a100-40gb 4.6/35.4 %, H100 tables unchanged.
+# Tried and not kept (see kernels.py's docstring): the Triton kernel per length, as FlashAttention v1 (its source:
+# "slightly slower than CUDA") or as Figure 4's Triton bars (OpenAI's kernel; on H100 at its A100 fraction of FA2):
+# a100-80gb 11.9/28.9 or 15.2/31.1 %, a100-40gb 5.8/33.8 or 6.2/33.6 %, h100 10.3/34.7 or 9.9/33.9 %, h100-fp8
+# 14.3/29.9 or 13.8/29.1 %: the long rows predicted slower still (350m s65536 is 90 % attention in the estimate).
+MEASURED = {"a100-80gb": (0.092, 0.265), "a100-40gb": (0.046, 0.354), "h100": (0.079, 0.291),
             "h100-large": (0.191, 0.417), "h100-fp8": (0.098, 0.140)}
 
 
