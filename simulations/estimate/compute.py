@@ -115,6 +115,22 @@ def optimizer_bytes_per_param(layout: Layout) -> float:
     return FOREACH_ADAMW_BYTES_PER_PARAM if layout.executes == "eager" else ADAM_BYTES_PER_PARAM
 
 
+def fsdp_reduce_input_bytes(layout: Layout) -> float:
+    """HBM bytes a parameter's gradient moves every micro-batch before ZeRO-2/3 (FSDP) reduce-scatters it, beside the
+    collective itself: the bf16 gradient copied into the reduce-scatter input in the reduction's dtype (read 2, write
+    r: FSDP2's torch._chunk_cat copy-in, torch/distributed/_composable/fsdp/_fsdp_collectives.py foreach_reduce;
+    FSDP1's autograd writes the flat gradient by concatenating the per-parameter ones, SplitWithSizesBackward, and
+    casts it to the reduce dtype when that differs, torch/distributed/fsdp/_runtime_utils.py _post_backward_hook),
+    then divided in place by the pre-divide factor (read r, write r: _div_if_needed on the unsharded gradient,
+    both FSDP1's _reduce_grad and FSDP2's foreach_reduce). FSDP1 with an fp32 reduction pays both its concatenation
+    and its cast (4 bytes more than counted here): the count is FSDP2's, a floor for FSDP1. Run on FSDP's own stream
+    beside the next layer's backward, timed here as if alone on the GPU (assumption: HBM-bound passes take the SMs
+    their blocks hold while they run, as NCCL's do, traffic.contention). Compiled (torch.compile, XLA), the copy-in
+    and the division are taken to fuse into one pass (read 2, write r)."""
+    reduce = layout.grad_reduce_bytes
+    return BF16 + reduce + (0 if layout.executes == "compiled" else 2 * reduce)
+
+
 def layer_kernels(model: Model, layout: Layout) -> tuple[int, int]:
     """Kernels one layer issues per micro-batch, forward and backward, one per op as eager PyTorch runs them: two
     norms, the Q/K/V, O, FFN-up (and gate) and FFN-down GEMMs, attention, the activation (and SwiGLU's product), two

@@ -282,6 +282,9 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     # without gradient-accumulation fusion every weight gradient takes the same pass, once per micro-batch
     unfused = 0.0 if layout.grad_accumulation_fusion else BF16 + 2 * accumulator
     bw_compute += compute.memory_time(memory.layer_params_local(model, layout) * unfused, cluster)
+    if layout.zero_stage >= 2:  # FSDP's reduce-scatter input, every micro-batch (compute.fsdp_reduce_input_bytes)
+        bw_compute += compute.memory_time(memory.layer_params_local(model, layout)
+                                          * compute.fsdp_reduce_input_bytes(layout), cluster)
     bw_layer = bw_compute + zero3_b
     logits_b += 2 * compute.memory_time(model.vocab / t * model.hidden * unfused, cluster)  # /2 below: on W
     # TP at the model's two ends (Megatron-LM): the vocab-parallel embedding sums its partial outputs
