@@ -115,6 +115,7 @@ class Estimate:
             "recompute_every": self.layout.recompute_every,
             "precision": self.layout.precision,
             "execution": self.layout.executes,
+            "fsdp": self.layout.fsdp,
             "attention_kernel": (kernels.default_kernel(self.cluster.gpu) if self.layout.attention_kernel == "auto"
                                  else self.layout.attention_kernel) if self.model.flash_attention else "unfused",
             "network_gbps": self.cluster.node_egress * 8 / 1e9,

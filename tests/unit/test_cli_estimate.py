@@ -132,3 +132,15 @@ def test_execution_is_a_cli_input():
     assert "eager" in runner.invoke(cli, base).output
     bad = runner.invoke(cli, [*base, "--execution", "jit"])
     assert bad.exit_code == 2 and "--execution must be one of" in bad.output
+
+
+def test_fsdp_version_is_an_input_fsdp1_pays_more_gradient_passes():
+    """`--fsdp`: FSDP1 (FullyShardedDataParallel) concatenates, casts and pre-divides each micro-batch's gradient
+    before its reduce-scatter, FSDP2 copies it in once (compute.fsdp_reduce_input_bytes): the same ZeRO-3 run is slower
+    with FSDP1; a name outside the two is refused with exit code 2, naming the field."""
+    base = ["estimate", "--model", "llama3-8b", "--gpus", "16", "--tp", "1", "--zero-stage", "3", "--global-batch", "32",
+            "--micro-batch", "1", "--grad-reduce-dtype", "fp32", "--json"]
+    runs = {k: json.loads(runner.invoke(cli, [*base, "--fsdp", k]).output) for k in ("fsdp1", "fsdp2")}
+    assert runs["fsdp1"]["fsdp"] == "fsdp1" and runs["fsdp1"]["step_time_s"] > runs["fsdp2"]["step_time_s"]
+    bad = runner.invoke(cli, [*base, "--fsdp", "fsdp3"])
+    assert bad.exit_code == 2 and "fsdp" in bad.output
