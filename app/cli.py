@@ -211,6 +211,10 @@ def estimate_cmd(
         help="How kernels reach the GPU: eager (PyTorch ops, one kernel each, foreach AdamW: FSDP stacks), fused "
              "(Megatron-core / TransformerEngine), compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); "
              "auto: eager with --zero-stage 3, fused otherwise.")] = "auto",
+    fsdp: Annotated[str, typer.Option(
+        help="Which PyTorch FSDP prepares a ZeRO-2/3 gradient for its reduce-scatter: fsdp2 (fully_shard: a copy-in, "
+             "NCCL averages) or fsdp1 (FullyShardedDataParallel, LLM Foundry, fms-fsdp: flat gradient, cast, "
+             "pre-divide).")] = "fsdp2",
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
     search: Annotated[bool, typer.Option(
         "--search", help="Search the layouts instead (TP, PP, CP, EP, ZeRO or HSDP, schedule, micro-batch; the layout "
@@ -234,7 +238,7 @@ def estimate_cmd(
             overlap_p2p_comm=overlap_p2p_comm, grad_accumulation_fusion=grad_accumulation_fusion,
             grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
             recompute_every=recompute_every, network_gbps=network_gbps, optimizer_dtype=optimizer_dtype,
-            cross_entropy=cross_entropy, execution=execution, check_layout=not search)
+            cross_entropy=cross_entropy, execution=execution, fsdp=fsdp, check_layout=not search)
         if search:
             found = [e.as_dict() for e in est.search(spec, cluster, layout, top=top)]
         else:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app import estimate_math
 from simulations import estimate as est
 from simulations.estimate.kernels import AttentionKernel
-from simulations.estimate.layout import CPComm, CrossEntropy, Execution, OptimizerDtype, Precision, Recompute, Schedule
+from simulations.estimate.layout import CPComm, CrossEntropy, Execution, FsdpVersion, OptimizerDtype, Precision, Recompute, Schedule
 from simulations.estimate.timeline import span_count
 
 router = APIRouter(prefix="/api", tags=["estimate"])
@@ -93,6 +93,9 @@ class EstimateParams(BaseModel):
                                  "each, foreach AdamW: FSDP stacks), fused (Megatron-core / TransformerEngine), "
                                  "compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); auto: eager with "
                                  "ZeRO-3, fused otherwise")
+    fsdp: FsdpVersion = Field("fsdp2", description="Which PyTorch FSDP prepares a ZeRO-2/3 gradient for its "
+                              "reduce-scatter: fsdp2 (fully_shard: a copy-in, NCCL averages) or fsdp1 "
+                              "(FullyShardedDataParallel: flat gradient, cast, pre-divide)")
 
 
 class EstimateQuery(EstimateParams):
@@ -143,6 +146,7 @@ class EstimateResult(BaseModel):
     attention_kernel: str = Field(description="The attention kernel timed (auto resolved), or unfused")
     precision: str
     execution: str = Field(description="The execution timed (auto resolved): eager, fused or compiled")
+    fsdp: str = Field(description="The FSDP whose gradient passes are timed (ZeRO-2/3): fsdp2 or fsdp1")
     network_gbps: float = Field(description="Network bandwidth leaving one node, Gb/s")
     global_batch: int
     micro_batch: int = Field(description="Sequences per micro-batch (chosen when auto)")

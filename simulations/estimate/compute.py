@@ -115,6 +115,27 @@ def optimizer_bytes_per_param(layout: Layout) -> float:
     return FOREACH_ADAMW_BYTES_PER_PARAM if layout.executes == "eager" else ADAM_BYTES_PER_PARAM
 
 
+def fsdp_reduce_input_bytes(layout: Layout) -> float:
+    """HBM bytes a parameter's gradient moves every micro-batch before ZeRO-2/3 (FSDP) reduce-scatters it, beside the
+    collective itself, by the FSDP that runs (Layout.fsdp; r, the reduction's bytes an element):
+    - "fsdp2" (fully_shard): the bf16 gradients copied into the reduce-scatter input in the reduction's dtype (read 2,
+      write r: torch._chunk_cat in foreach_reduce, torch/distributed/_composable/fsdp/_fsdp_collectives.py); for fp32
+      and bf16 reductions the averaging is NCCL's own (_get_gradient_divide_factors returns no pre- or post-divide
+      factor: "we use NCCL's built-in division to avoid separate div kernels"), no pass;
+    - "fsdp1" (FullyShardedDataParallel, torch/distributed/fsdp): the layer's parameters are views of one flat
+      parameter (torch.split, _use_unsharded_views), so autograd writes the flat gradient by concatenating theirs
+      (SplitWithSizesBackward: read 2, write 2); _post_backward_hook casts it to the reduce dtype where that differs
+      (read 2, write r); _reduce_grad divides it in place by the pre-divide factor first (_div_if_needed: read r,
+      write r) and the shard by the post-divide factor after (a 1/N part, not counted).
+    Compiled (torch.compile, XLA), the copy-in and any division are taken to fuse into one pass (read 2, write r).
+    The passes run on FSDP's own stream beside the next layer's backward, timed here as if alone on the GPU
+    (assumption: HBM-bound kernels hold the SMs their blocks occupy while they run, as NCCL's do, traffic.contention)."""
+    reduce = layout.grad_reduce_bytes
+    if layout.fsdp == "fsdp2" or layout.executes == "compiled":
+        return BF16 + reduce
+    return (BF16 + BF16) + (BF16 + reduce if reduce != BF16 else 0) + 2 * reduce
+
+
 def layer_kernels(model: Model, layout: Layout) -> tuple[int, int]:
     """Kernels one layer issues per micro-batch, forward and backward, one per op as eager PyTorch runs them: two
     norms, the Q/K/V, O, FFN-up (and gate) and FFN-down GEMMs, attention, the activation (and SwiGLU's product), two

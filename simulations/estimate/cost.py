@@ -115,6 +115,7 @@ class Estimate:
             "recompute_every": self.layout.recompute_every,
             "precision": self.layout.precision,
             "execution": self.layout.executes,
+            "fsdp": self.layout.fsdp,
             "attention_kernel": (kernels.default_kernel(self.cluster.gpu) if self.layout.attention_kernel == "auto"
                                  else self.layout.attention_kernel) if self.model.flash_attention else "unfused",
             "network_gbps": self.cluster.node_egress * 8 / 1e9,
@@ -238,6 +239,10 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     # (dense weights over DP·CP, experts over their expert-data-parallel group, one after the other)
     replicas = traffic.replica_groups(model, layout, cluster, g)
     zero3_f = zero3_b = z3_gather = z3_scatter = 0.0
+    # ZeRO-2/3 (FSDP): each layer's gradient copied into its reduce-scatter's input and pre-divided, every micro-batch
+    # (compute.fsdp_reduce_input_bytes), after the weight gradients and beside the collectives like them
+    fsdp_passes = compute.memory_time(memory.layer_params_local(model, layout) * compute.fsdp_reduce_input_bytes(layout),
+                                      cluster) if layout.zero_stage >= 2 else 0.0
     if layout.zero_stage == 3 and replicas:
         z3_gather = sum(collectives.all_gather(BF16 * r.layer, r.group, cluster) for r in replicas)
         z3_scatter = sum(collectives.reduce_scatter(layout.grad_reduce_bytes * r.layer, r.group, cluster)
@@ -247,7 +252,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         # the backward window: input gradients (and replay), then the weight gradients or TP's backward
         # collectives beside them, whichever is longer
         tp_beside = lt.tp_backward if layout.overlap_tp_comm else 0.0
-        window = lt.backward_input + lt.recompute + max(lt.backward_weight, tp_beside) + (
+        window = lt.backward_input + lt.recompute + max(lt.backward_weight, tp_beside) + fsdp_passes + (
             0.0 if layout.overlap_tp_comm else lt.tp_backward)
         zero3_b = traffic.contended(z3_gather + z3_scatter, window,
                                     lt.backward_input + lt.recompute + lt.backward_weight, lt.held_rate_backward)
@@ -282,6 +287,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     # without gradient-accumulation fusion every weight gradient takes the same pass, once per micro-batch
     unfused = 0.0 if layout.grad_accumulation_fusion else BF16 + 2 * accumulator
     bw_compute += compute.memory_time(memory.layer_params_local(model, layout) * unfused, cluster)
+    bw_compute += fsdp_passes
     bw_layer = bw_compute + zero3_b
     logits_b += 2 * compute.memory_time(model.vocab / t * model.hidden * unfused, cluster)  # /2 below: on W
     # TP at the model's two ends (Megatron-LM): the vocab-parallel embedding sums its partial outputs

@@ -36,6 +36,11 @@ CROSS_ENTROPIES = get_args(CrossEntropy)
 # ZeRO-3 (the PyTorch FSDP stacks that shard parameters), "fused" otherwise (Megatron-core, the other defaults' stack).
 Execution = Literal["auto", "eager", "fused", "compiled"]
 EXECUTIONS = get_args(Execution)
+# Which PyTorch FSDP prepares a ZeRO-2/3 gradient for its reduce-scatter (compute.fsdp_reduce_input_bytes): "fsdp2"
+# (fully_shard, torchtitan: a copy-in in the reduction's dtype, the averaging left to NCCL) or "fsdp1"
+# (FullyShardedDataParallel, LLM Foundry's Composer and fms-fsdp: a flat gradient, cast, then pre-divided in place).
+FsdpVersion = Literal["fsdp2", "fsdp1"]
+FSDP_VERSIONS = get_args(FsdpVersion)
 SCHEDULES = get_args(Schedule)
 
 
@@ -101,6 +106,7 @@ class Layout:
     # xentropy kernel, LLM Foundry's default loss_fn) keeps the bf16 logits and writes a bf16 gradient: 4.
     cross_entropy: CrossEntropy = "fp32"
     execution: Execution = "auto"
+    fsdp: FsdpVersion = "fsdp2"
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)
@@ -147,6 +153,8 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
                                               f"got {layout.attention_kernel!r}")
     if layout.execution not in EXECUTIONS:
         raise LayoutError("execution", f"must be one of {', '.join(EXECUTIONS)}, got {layout.execution!r}")
+    if layout.fsdp not in FSDP_VERSIONS:
+        raise LayoutError("fsdp", f"must be one of {', '.join(FSDP_VERSIONS)}, got {layout.fsdp!r}")
     if layout.cp_comm not in CP_COMMS:
         raise LayoutError("cp_comm", f"must be one of {', '.join(CP_COMMS)}, got {layout.cp_comm!r}")
     if layout.cp_comm == "all_to_all" and c > 1:

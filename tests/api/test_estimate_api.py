@@ -397,12 +397,13 @@ def test_a_network_too_slow_to_time_is_refused_naming_the_field():
 
 def test_search_answers_expert_parallel_and_hybrid_sharded_layouts(client):
     """The chooser's API ranks EP for a mixture of experts and HSDP (zero_shards) where they are fastest: a dense 70B
-    at 4,096 tokens on 256 H100s (at 8,192 on 1,024, Megatron's TP x PP layouts lead: test_layout_search)."""
+    at 2,048 tokens on 1,024 H100s (at 4,096 on 256, FSDP's gradient passes before each reduce-scatter priced, and at
+    8,192 on 1,024, Megatron's TP x PP layouts lead: test_layout_search)."""
     moe = client.get("/api/estimate/search", params={"model": "mixtral-8x7b", "gpus": 256, "global_batch": 256,
                                                      "seq_len": 4096}).json()["layouts"]
     assert moe[0]["ep"] > 1
-    dense = client.get("/api/estimate/search", params={"model": "llama3-70b", "gpus": 256, "global_batch": 256,
-                                                       "seq_len": 4096}).json()
+    dense = client.get("/api/estimate/search", params={"model": "llama3-70b", "gpus": 1024, "global_batch": 1024,
+                                                       "seq_len": 2048}).json()
     best = dense["layouts"][0]
     assert best["zero_stage"] == 3 and best["zero_shards"] and (best["dp"] * best["cp"]) % best["zero_shards"] == 0
 

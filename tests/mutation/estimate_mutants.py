@@ -123,6 +123,9 @@ MUTANTS = [
                     "straggle = straggler_allowance(compute_s, cluster.gpus)",
                     "straggle = straggler_allowance(compute_s, cluster.gpus_per_node)",
                     "the slowest GPU sought among one node's, not among every rank that synchronises"),
+    EstimatorMutant("fsdp-gradient-passes-free", "simulations.estimate.compute",
+                    'return (BF16 + BF16) + (BF16 + reduce if reduce != BF16 else 0) + 2 * reduce', "return 0.0",
+                    "FSDP1 concatenates, casts and pre-divides each micro-batch's gradient before its reduce-scatter for free"),
 ]
 BY_ID = {m.id: m for m in MUTANTS}
 

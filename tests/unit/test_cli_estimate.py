@@ -88,14 +88,15 @@ def test_the_software_and_the_network_are_inputs():
 
 def test_search_prints_the_fastest_layouts_with_ep_and_hsdp():
     """`--search`: the layout chooser's ranking in the terminal; a mixture of experts gets an EP column > 1, the
-    chooser's default question (Llama 3 70B on 1,024 H100s) hybrid-sharded ZeRO-3 among its rows; --json is the API's list."""
+    chooser's default question (Llama 3 70B on 1,024 H100s) at 2,048 tokens hybrid-sharded ZeRO-3 among its rows; --json is
+    the API's list."""
     moe = runner.invoke(cli, ["estimate", "--model", "mixtral-8x7b", "--gpus", "256", "--global-batch", "256",
                               "--seq-len", "4096", "--search", "--top", "3", "--json"])
     assert moe.exit_code == 0, moe.output
     rows = json.loads(moe.output)
     assert len(rows) == 3 and rows[0]["ep"] > 1
     assert [r["step_time_s"] for r in rows] == sorted(r["step_time_s"] for r in rows)
-    table = runner.invoke(cli, ["estimate", "--model", "llama3-70b", "--gpus", "1024", "--seq-len", "8192",
+    table = runner.invoke(cli, ["estimate", "--model", "llama3-70b", "--gpus", "1024", "--seq-len", "2048",
                                 "--search", "--top", "12"])
     assert table.exit_code == 0, table.output
     assert "EP" in table.output and "HSDP" in table.output and "fastest layouts that fit" in table.output
@@ -131,3 +132,15 @@ def test_execution_is_a_cli_input():
     assert "eager" in runner.invoke(cli, base).output
     bad = runner.invoke(cli, [*base, "--execution", "jit"])
     assert bad.exit_code == 2 and "--execution must be one of" in bad.output
+
+
+def test_fsdp_version_is_an_input_fsdp1_pays_more_gradient_passes():
+    """`--fsdp`: FSDP1 (FullyShardedDataParallel) concatenates, casts and pre-divides each micro-batch's gradient
+    before its reduce-scatter, FSDP2 copies it in once (compute.fsdp_reduce_input_bytes): the same ZeRO-3 run is slower
+    with FSDP1; a name outside the two is refused with exit code 2, naming the field."""
+    base = ["estimate", "--model", "llama3-8b", "--gpus", "16", "--tp", "1", "--zero-stage", "3", "--global-batch", "32",
+            "--micro-batch", "1", "--grad-reduce-dtype", "fp32", "--json"]
+    runs = {k: json.loads(runner.invoke(cli, [*base, "--fsdp", k]).output) for k in ("fsdp1", "fsdp2")}
+    assert runs["fsdp1"]["fsdp"] == "fsdp1" and runs["fsdp1"]["step_time_s"] > runs["fsdp2"]["step_time_s"]
+    bad = runner.invoke(cli, [*base, "--fsdp", "fsdp3"])
+    assert bad.exit_code == 2 and "fsdp" in bad.output

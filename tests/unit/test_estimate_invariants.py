@@ -429,3 +429,25 @@ def test_collectives_beside_compute_never_make_a_step_faster(random_estimates, m
         assert estimate(*build(model, **kw)).step_time_s <= step * (1 + 1e-12), (model, kw)
     assert estimate(*single).step_time_s == alone
     assert estimate(*fsdp).step_time_s < sharded
+
+
+@pytest.mark.parametrize(("dtype", "fsdp", "execution", "per_param"), [
+    ("fp32", "fsdp1", "eager", (2 + 2) + (2 + 4) + (4 + 4)), ("bf16", "fsdp1", "eager", (2 + 2) + (2 + 2)),
+    ("fp32", "fsdp2", "eager", 2 + 4), ("bf16", "fsdp2", "eager", 2 + 2), ("fp32", "fsdp1", "compiled", 2 + 4)])
+def test_fsdp_pays_its_gradient_passes_before_every_reduce_scatter(dtype, fsdp, execution, per_param):
+    """ZeRO-2 (FSDP's SHARD_GRAD_OP): each micro-batch's weight-gradient stage carries, beyond its matmuls, what FSDP
+    does to the gradient before reduce-scattering it, by hand: FSDP1 concatenates the flat bf16 gradient (read 2,
+    write 2), casts it to an fp32 reduction's dtype (2, 4) and pre-divides it in place (r, r); FSDP2 copies it into
+    the reduce-scatter input in the reduction's dtype (2, r) and lets NCCL average; compiled, one fused pass.
+    A 256-token vocabulary keeps the output layer and the embedding's backward out of the way (well under 1 %)."""
+    layers, hidden = 8, 2048
+    model, hw, layout = build("custom", layers=layers, hidden=hidden, heads=16, vocab=256, seq_len=2048, gpu="h100-80gb",
+                              gpus=8, tp=1, pp=1, zero_stage=2, micro_batch=1, global_batch=16, recompute="none",
+                              grad_reduce_dtype=dtype, execution=execution, fsdp=fsdp)
+    e = estimate(model, hw, layout)
+    one = Group(1, 1)
+    lt = layer_time(model, layout, hw, 1, one, one, one)
+    params = 12 * hidden * hidden  # Q/K/V, O, FFN up and down (4h); no biases, norm weights below 0.1 %
+    passes = layers * params * per_param / (H100.hbm_bandwidth * 0.85)
+    beyond_matmuls = e.stage_times["weight"] - layers * lt.backward_weight
+    assert passes <= beyond_matmuls <= passes * 1.01 + 20e-6, (beyond_matmuls, passes)
