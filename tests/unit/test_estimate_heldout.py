@@ -319,12 +319,36 @@ def test_llama3_published_virtual_stages_fit():
     against 80.4 usable after 5 % fragmentation; at 128K tokens the gathered K and V kept for backward add 8 GB.
     The first stage holds less: 112 layers in flight, 7 layers and the embedding (78.6 GB at 32 micro-batches).
     Meta's own schedule (Figure 6, N micro-batches per round) cannot hold fewer: N ≥ p, and a larger N only adds
-    (v − 1)·(N − p) forwards to the warm-up. What is left, none of it published in enough detail to count:
-    - at 32 micro-batches the activations and the bf16 parameters alone are 81.6 GB, so that row needs a layer to
-      keep less than Korthikanti's count with this model's tensors (0.533 GB) or the allocator less than 5 %;
-    - at 16 micro-batches, were the fp32 gradients allocated at each chunk's first backward, as FSDP's autograd
-      gradients are, rather than held all step as Megatron's buffer is, the peak would be the activations,
-      parameters, shards and one layer's gradient: 76.5 GB, which fits; the 128K row, 84.6 GB, would still not;
+    (v − 1)·(N − p) forwards to the warm-up.
+
+    Re-derived term by term, each against its source; none of them is the error:
+    - a layer's 0.533 GB is what Megatron-core's Llama layer with Transformer Engine saves, tensor by tensor, with
+      TP 8 and SP: the fused norm + QKV (TE LayerNormLinear) its input and its normalized output, the local
+      sequence shard each (gathered again in backward), 2h; the attention (TE DotProductAttention, flash backend)
+      Q, K and V after the rotary positions (h + 2·1,024 with 8 KV heads) and its output, h, which is also the
+      output projection's saved input (one tensor), and its fp32 log-sum-exp (one fp32 a head and token);
+      the norm + FC1 (LayerNormLinear) its input and normalized output, 2h; SwiGLU (bias_swiglu_impl) its input,
+      the gate and up halves, 2f, and FC2 its input, f; no dropout masks, the RMSNorm's fp32 rsigma negligible:
+      2·(6h + 2·1,024 + 3f) + 4·128 bytes a token, /8, ×8,192 tokens = 0.533 GB, Korthikanti's 34·sbh/t with this
+      model's tensors and no dropout (test_llama3_activation_memory_is_not_overcounted);
+    - the warm-up is Megatron-core's (schedules.py, get_pp_rank_microbatches: (p − r − 1)·2 +
+      (v − 1)·microbatch_group_size_per_vp_stage, capped at m·v; its only extra forward is for
+      overlap_moe_expert_parallel_comm, a mixture of experts' option), so the busiest rank holds 128 one-layer
+      chunks at 16 micro-batches (every forward first) and 141 at 32;
+    - the gradients are the one term a source questions. Sec. 3.3.2 says Meta's FSDP "shards optimizer states
+      and gradients" (only the parameters are not resharded after forward) and accumulates them in fp32 over the
+      micro-batches, reduce-scattered in fp32. Read as ZeRO-2 (each micro-batch's gradients reduce-scattered into
+      an fp32 shard), the 12.8 GB buffer becomes 0.1-0.2 GB plus one layer's unsharded gradient in flight
+      (0.4 B parameters a rank: 0.8 GB bf16 and its 1.6 GB fp32 copy): 84.8, 77.4 and 85.5 GB for the three rows,
+      so the 16-micro-batch row would fit and the other two still would not. It is not entered: the paper does
+      not say when the reduce-scatter runs (every micro-batch, or once after the last, which is what a buffer
+      accumulated in fp32 "over multiple micro-batches" also describes), and the estimator's ZeRO-2 prices a
+      reduce-scatter every micro-batch at 228, 221 and 281 TFLOP/s against the published 430, 400 and 380.
+    What is left, none of it published in enough detail to count:
+    - at 32 micro-batches the activations and the bf16 parameters alone are 81.6 GB (75.2 + 6.4), above the 80.4
+      usable, whatever the gradients: that row needs a layer to keep less than Megatron-TE's 0.533 GB (Meta's
+      own kernels, e.g. a norm whose backward keeps only its output and rsigma, are not published) or the
+      allocator less than 5 %;
     - what Meta's deallocation of "the input and output tensors of each pipeline stage" frees beyond Megatron's
       deallocate_pipeline_outputs (a stage's output, already not counted; its input is the first norm's saved
       input, needed for backward)."""
