@@ -110,7 +110,11 @@ the rows over 25 % stay too fast (A100 126M XLA +37 %, 5B XLA +38 %; H100 126M T
 flags) and praxis' DotProductAttention casts the s×s logits to fp32 for the softmax ("Attention softmax is always
 carried out in fp32", praxis/layers/attentions.py), so XLA's softmax was several fusions rather than the one fused
 scale-mask-softmax the estimator prices for unfused attention (Transformer Engine's rows had TE's fused softmax):
-the published TE/XLA ratio is 1.34 for 126M and 1.26 for 5B on A100; (2) the H100 TE rows over A100 TE are 1.65 (126M),
+the published TE/XLA ratio is 1.34 for 126M and 1.26 for 5B on A100. Counted from the HLO (max, then sum of
+exponentials, then the normalisation, each needing the row's reduction before it: three kernels), XLA's softmax
+reads the scores three times and writes once forward (4 passes against 2) and its backward 5 passes against 3; tried
+on the XLA rows alone that moves 126M +48 -> +32 % and 5B +51 -> +42 % (a third of the TE/XLA gap), not entered for
+want of a measured pass count for the 2023 XLA; (2) the H100 TE rows over A100 TE are 1.65 (126M),
 1.82 (5B), 2.26 (175B) published against 1.92, 2.51, 2.86 estimated: the 2023 H100 stack reached less of its peak on
 these shapes than the estimator's H100 rates give (small/medium models on H100, also seen in other stacks).
 """
