@@ -215,6 +215,9 @@ def estimate_cmd(
         help="Which PyTorch FSDP prepares a ZeRO-2/3 gradient for its reduce-scatter: fsdp2 (fully_shard: a copy-in, "
              "NCCL averages) or fsdp1 (FullyShardedDataParallel, LLM Foundry, fms-fsdp: flat gradient, cast, "
              "pre-divide).")] = "fsdp2",
+    fp8_param_gather: Annotated[bool, typer.Option(
+        help="With --precision fp8: ZeRO's parameter all-gathers move the layers' weights in FP8 (torchao's FSDP "
+             "float8 all-gather, Megatron-LM's --fp8-param-gather).")] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
     search: Annotated[bool, typer.Option(
         "--search", help="Search the layouts instead (TP, PP, CP, EP, ZeRO or HSDP, schedule, micro-batch; the layout "
@@ -238,7 +241,8 @@ def estimate_cmd(
             overlap_p2p_comm=overlap_p2p_comm, grad_accumulation_fusion=grad_accumulation_fusion,
             grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
             recompute_every=recompute_every, network_gbps=network_gbps, optimizer_dtype=optimizer_dtype,
-            cross_entropy=cross_entropy, execution=execution, fsdp=fsdp, check_layout=not search)
+            cross_entropy=cross_entropy, execution=execution, fsdp=fsdp,
+            fp8_param_gather=fp8_param_gather, check_layout=not search)
         if search:
             found = [e.as_dict() for e in est.search(spec, cluster, layout, top=top)]
         else:

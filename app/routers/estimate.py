@@ -96,6 +96,9 @@ class EstimateParams(BaseModel):
     fsdp: FsdpVersion = Field("fsdp2", description="Which PyTorch FSDP prepares a ZeRO-2/3 gradient for its "
                               "reduce-scatter: fsdp2 (fully_shard: a copy-in, NCCL averages) or fsdp1 "
                               "(FullyShardedDataParallel: flat gradient, cast, pre-divide)")
+    fp8_param_gather: bool = Field(False, description="With precision fp8: ZeRO's parameter all-gathers move the "
+                                   "layers' weights in FP8 (torchao's FSDP float8 all-gather, Megatron-LM's "
+                                   "--fp8-param-gather)")
 
 
 class EstimateQuery(EstimateParams):
@@ -147,6 +150,7 @@ class EstimateResult(BaseModel):
     precision: str
     execution: str = Field(description="The execution timed (auto resolved): eager, fused or compiled")
     fsdp: str = Field(description="The FSDP whose gradient passes are timed (ZeRO-2/3): fsdp2 or fsdp1")
+    fp8_param_gather: bool = Field(description="ZeRO's parameter all-gathers in FP8 (the layers' weights)")
     network_gbps: float = Field(description="Network bandwidth leaving one node, Gb/s")
     global_batch: int
     micro_batch: int = Field(description="Sequences per micro-batch (chosen when auto)")

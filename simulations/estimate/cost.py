@@ -116,6 +116,7 @@ class Estimate:
             "precision": self.layout.precision,
             "execution": self.layout.executes,
             "fsdp": self.layout.fsdp,
+            "fp8_param_gather": self.layout.fp8_param_gather,
             "attention_kernel": (kernels.default_kernel(self.cluster.gpu) if self.layout.attention_kernel == "auto"
                                  else self.layout.attention_kernel) if self.model.flash_attention else "unfused",
             "network_gbps": self.cluster.node_egress * 8 / 1e9,
@@ -244,7 +245,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     fsdp_passes = compute.memory_time(memory.layer_params_local(model, layout) * compute.fsdp_reduce_input_bytes(layout),
                                       cluster) if layout.zero_stage >= 2 else 0.0
     if layout.zero_stage == 3 and replicas:
-        z3_gather = sum(collectives.all_gather(BF16 * r.layer, r.group, cluster) for r in replicas)
+        z3_gather = sum(collectives.all_gather(layout.layer_gather_bytes * r.layer, r.group, cluster) for r in replicas)
         z3_scatter = sum(collectives.reduce_scatter(layout.grad_reduce_bytes * r.layer, r.group, cluster)
                          for r in replicas)
         # the gathers hold SMs while the layer computes beside them (traffic.contended)
@@ -343,8 +344,14 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
                "cp": (replays * lt.cp_forward_exposed + lt.cp_backward_exposed) * model.layers / p * m,
                "ep": lt.ep_exposed * model.layers / p * m,
                "zero3": (zero3_f + zero3_b) * model.layers / p * m, "dp": 0.0, "pp": 0.0}
-    traffics = [traffic.sharded_traffic(r.stage, layout.zero_stage, r.ranks, r.across, m, layout.grad_reduce_bytes, BF16)
-                for r in replicas]
+    def gathered_bytes(r) -> float:
+        """Bytes a parameter of the stage takes in ZeRO-1/2's all-gather: the layers' at Layout.layer_gather_bytes,
+        the embedding's and output layer's in bf16."""
+        layers = min(r.stage, math.ceil(model.layers / p) * r.layer)
+        return (layers * layout.layer_gather_bytes + (r.stage - layers) * BF16) / r.stage if r.stage else BF16
+
+    traffics = [traffic.sharded_traffic(r.stage, layout.zero_stage, r.ranks, r.across, m, layout.grad_reduce_bytes,
+                                        gathered_bytes(r)) for r in replicas]
     reduce = gather = 0.0  # the data-parallel reduction of stages 0-2 and their parameter all-gather
 
     def bucket_lost(comm: float) -> float:

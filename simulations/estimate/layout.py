@@ -107,9 +107,18 @@ class Layout:
     cross_entropy: CrossEntropy = "fp32"
     execution: Execution = "auto"
     fsdp: FsdpVersion = "fsdp2"
+    # With precision fp8: the sharded data-parallel all-gathers move the layers' weights already cast to FP8, 1 byte an
+    # element instead of bf16's 2 (torchao's enable_fsdp_float8_all_gather, as torchtitan's float8 option sets it;
+    # Megatron-LM's --fp8-param-gather). The embedding and the output layer stay bf16 (torchtitan filters "output").
+    fp8_param_gather: bool = False
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def layer_gather_bytes(self) -> int:
+        """Bytes a layer's weight element takes on the wire of a parameter all-gather (ZeRO-1/2/3)."""
+        return 1 if self.fp8_param_gather else 2
 
     @property
     def executes(self) -> str:
@@ -155,6 +164,8 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         raise LayoutError("execution", f"must be one of {', '.join(EXECUTIONS)}, got {layout.execution!r}")
     if layout.fsdp not in FSDP_VERSIONS:
         raise LayoutError("fsdp", f"must be one of {', '.join(FSDP_VERSIONS)}, got {layout.fsdp!r}")
+    if layout.fp8_param_gather and layout.precision != "fp8":
+        raise LayoutError("fp8_param_gather", f"gathers FP8 weights, so it needs precision fp8, got {layout.precision}")
     if layout.cp_comm not in CP_COMMS:
         raise LayoutError("cp_comm", f"must be one of {', '.join(CP_COMMS)}, got {layout.cp_comm!r}")
     if layout.cp_comm == "all_to_all" and c > 1:

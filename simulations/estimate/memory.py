@@ -108,7 +108,7 @@ def model_states(model: Model, layout: Layout, stage: int, dpc: int, v: int | No
             states[role] = states.get(role, 0.0) + nbytes
     if fsdp:
         unit = layer_params_local(model, layout)
-        states["parameters"] = 2 * BF16 * unit
+        states["parameters"] = 2 * layout.layer_gather_bytes * unit
         states["gradients"] += unit * (BF16 + (reduce_bytes if reduce_bytes != BF16 else 0))
         root = ((stage == 0) + (stage == layout.pp - 1)) * model.vocab * model.hidden / layout.tp
         states["parameters"] += BF16 * root * (1 - 1 / shard_ranks(layout, dpc)[0])

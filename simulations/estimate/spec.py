@@ -25,7 +25,7 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
           overlap_p2p_comm: bool = True, grad_accumulation_fusion: bool = True, grad_reduce_dtype: str = "bf16",
           attention_kernel: str = "auto", precision: str = "bf16", recompute_every: int = 1, network_gbps: float | None = None,
           optimizer_dtype: str = "fp32", cross_entropy: str = "fp32", execution: str = "auto",
-          fsdp: str = "fsdp2", check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
+          fsdp: str = "fsdp2", fp8_param_gather: bool = False, check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
     """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
     every shape field; raises LayoutError naming the field at fault. `check_layout=False` (the layout
     search, which tries its own TP, PP, CP) checks the model, the cluster and the batch only. The overlap and
@@ -86,7 +86,8 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
                     grad_reduce_bytes=4 if grad_reduce_dtype == "fp32" else 2,
                     attention_kernel=attention_kernel, precision=precision,  # type: ignore[arg-type]
                     recompute_every=recompute_every, optimizer_dtype=optimizer_dtype,  # type: ignore[arg-type]
-                    cross_entropy=cross_entropy, execution=execution, fsdp=fsdp)  # type: ignore[arg-type]
+                    cross_entropy=cross_entropy, execution=execution, fsdp=fsdp,  # type: ignore[arg-type]
+                    fp8_param_gather=fp8_param_gather)
     if layout.virtual_stages is None and schedule != "interleaved_1f1b":
         layout = replace(layout, virtual_stages=1)
     if attention_kernel not in ATTENTION_KERNELS:
@@ -94,6 +95,8 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
     check_state_dtypes(layout)
     if fsdp not in FSDP_VERSIONS:
         raise LayoutError("fsdp", f"must be one of {', '.join(FSDP_VERSIONS)}, got {fsdp!r}")
+    if fp8_param_gather and precision != "fp8":
+        raise LayoutError("fp8_param_gather", f"gathers FP8 weights, so it needs precision fp8, got {precision}")
     if execution not in EXECUTIONS:
         raise LayoutError("execution", f"must be one of {', '.join(EXECUTIONS)}, got {execution!r}")
     if precision not in ("bf16", "fp8"):

@@ -46,7 +46,7 @@ def sent_bytes(traffic: dict[str, float], ranks: int) -> float:
 
 
 def data_parallel_traffic(psi: float, zero_stage: int, ranks: int, grad_accumulation: int = 1,
-                          grad_bytes: int = BF16, param_bytes: int = BF16) -> dict[str, float]:
+                          grad_bytes: int = BF16, param_bytes: float = BF16) -> dict[str, float]:
     """Bytes each rank hands to each collective per optimizer step, as the live runs trace them
     (all-reduce and reduce-scatter: the whole buffer; all-gather: the rank's shard).
 
@@ -118,7 +118,7 @@ def replica_groups(model: Model, layout: Layout, cluster: Cluster, g: dict[str, 
 
 
 def sharded_traffic(psi: float, zero_stage: int, shards: int, replicas: int = 1, grad_accumulation: int = 1,
-                    grad_bytes: int = BF16, param_bytes: int = BF16) -> dict[str, dict[str, float]]:
+                    grad_bytes: int = BF16, param_bytes: float = BF16) -> dict[str, dict[str, float]]:
     """Bytes each rank hands each collective per step, per mesh dimension: ZeRO's traffic inside the group of
     `shards` ranks (data_parallel_traffic), and, hybrid sharded, an all-reduce of the rank's gradient shard
     across the `replicas` groups, once per step (FSDP's HSDP, Zhao et al. 2023 sec. 3.2.2; the live hsdp run)."""

@@ -54,6 +54,7 @@ def test_custom_model_prints_a_table():
     (["--network-gbps", "0"], "--network-gbps must be at least 1"),
     (["--precision", "fp8", "--gpu", "a100-80gb"], "--precision fp8 needs FP8 tensor cores"),
     (["--precision", "int4"], "--precision must be bf16 or fp8, got 'int4'"),
+    (["--fp8-param-gather"], "--fp8-param-gather gathers FP8 weights, so it needs precision fp8, got bf16"),
 ])
 def test_invalid_layouts_exit_2_with_a_message(args, message):
     result = runner.invoke(cli, ["estimate", *args])
