@@ -80,7 +80,7 @@ MUTANTS = [
                     'backward = 2.5 * forward_flops / attention_rate(gpu, kernel, head_dim, "forward", causal, context)',
                     "the attention kernel's backward priced at its forward's rate"),
     EstimatorMutant("zero3-holds-no-gathered-unit", "simulations.estimate.memory",
-                    'states["parameters"] = 2 * BF16 * unit', 'states["parameters"] = 0.0',
+                    'states["parameters"] = 2 * layout.layer_gather_bytes * unit', 'states["parameters"] = 0.0',
                     "ZeRO-3 holds no all-gathered layer, as if it computed on its shards"),
     EstimatorMutant("activations-ignore-sequence-parallel", "simulations.estimate.memory",
                     "                                                    recompute, layout.sequence_parallel)",
