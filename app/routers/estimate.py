@@ -170,7 +170,9 @@ class EstimateResult(BaseModel):
     straggler_s: float = Field(description="What the step waits for its slowest GPU (GPU-to-GPU speed spread, growing "
                                            "with the GPUs that synchronise)")
     memory_per_gpu_bytes: dict[str, float] = Field(description="Bytes per GPU by role, and total")
-    gpu_memory_bytes: float
+    gpu_memory_bytes: float = Field(description="The datasheet's capacity (80 GB); the device reports more, as its "
+                                              "binary figure (81,920 MiB = 85.9 GB on A100 80 GB), which is where "
+                                              "usable_memory_bytes starts")
     usable_memory_bytes: float = Field(description="What the step may hold: the device's total less CUDA's reserve, "
                                                    "over 1 + the allocator's fragmentation")
     fits: bool

@@ -239,6 +239,12 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     # reduce-scatter its gradients after, one layer ahead of compute (prefetch)
     # (dense weights over DP·CP, experts over their expert-data-parallel group, one after the other)
     replicas = traffic.replica_groups(model, layout, cluster, g)
+
+    def stage_layers(r) -> float:
+        """Parameters of a replica group's stage that sit in its layers (the busiest stage's share); the rest of
+        the stage (r.stage) is the embedding and output layer: ZeRO-3's root unit, gathered in bf16."""
+        return min(r.stage, math.ceil(model.layers / p) * r.layer)
+
     zero3_f = zero3_b = z3_gather = z3_scatter = 0.0
     # ZeRO-2/3 (FSDP): each layer's gradient copied into its reduce-scatter's input and pre-divided, every micro-batch
     # (compute.fsdp_reduce_input_bytes), after the weight gradients and beside the collectives like them
@@ -261,10 +267,9 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     # and kept through backward, their gradients reduce-scattered last (zero3_fill_and_drain)
     root_gather = root_scatter = 0.0
     if layout.zero_stage == 3 and replicas:
-        per_stage = math.ceil(model.layers / p)
-        root_gather = sum(collectives.all_gather(BF16 * (r.stage - per_stage * r.layer), r.group, cluster)
+        root_gather = sum(collectives.all_gather(BF16 * (r.stage - stage_layers(r)), r.group, cluster)
                           for r in replicas)
-        root_scatter = sum(collectives.reduce_scatter(layout.grad_reduce_bytes * (r.stage - per_stage * r.layer),
+        root_scatter = sum(collectives.reduce_scatter(layout.grad_reduce_bytes * (r.stage - stage_layers(r)),
                                                       r.group, cluster) for r in replicas)
     layers_per_chunk = math.ceil(model.layers / (p * v))  # uneven splits: the busiest stage sets the pace
     f_layer = lt.forward + lt.tp_forward + lt.cp_forward_exposed + lt.ep_exposed / 2 + zero3_f
@@ -347,7 +352,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     def gathered_bytes(r) -> float:
         """Bytes a parameter of the stage takes in ZeRO-1/2's all-gather: the layers' at Layout.layer_gather_bytes,
         the embedding's and output layer's in bf16."""
-        layers = min(r.stage, math.ceil(model.layers / p) * r.layer)
+        layers = stage_layers(r)
         return (layers * layout.layer_gather_bytes + (r.stage - layers) * BF16) / r.stage if r.stage else BF16
 
     traffics = [traffic.sharded_traffic(r.stage, layout.zero_stage, r.ranks, r.across, m, layout.grad_reduce_bytes,
