@@ -125,6 +125,8 @@ class GPU:
     memory_total: float = 0.0  # bytes nvidia-smi reports (memory.total); 0: the datasheet's hbm_bytes
     fp8_flops: float = 0.0  # dense FP8 peak, FLOP/s; 0: no FP8 tensor cores
     mamf_shape: tuple[int, int, int] = (8192, 8192, 8192)  # M, N, K at which `matmul_flops` was measured
+    # its fused attention against the FlashAttention papers' H100 SXM (700 W) curves (simulations/estimate/kernels.py)
+    attention_vs_h100: float = 1.0
 
     @property
     def usable_bytes(self) -> float:
@@ -167,7 +169,22 @@ GPUS: dict[str, GPU] = {
                 sustained_flops=1426.4 * TFLOP,
                 hbm_bytes=180 * GB, hbm_bandwidth=8000 * GB, nvlink_bandwidth=900 * GB, sms=148,
                 node_egress=8 * 400 / 8 * GB, short="B200", fp8_flops=4500 * TFLOP,
-                mamf_shape=(1792, 16128, 3072)),
+                mamf_shape=(1792, 16128, 3072), attention_vs_h100=2250 / 989),
+    # Meta's Grand Teton H100 (torchtitan's benchmarks/llama3_h100_202412_torchtitan.md and
+    # asyncTP_llama3_h100_2025-06_torchtitan.md): "HBM2e-based SXM H100 with lower TDP", 96 GB at 2.4 TB/s, run at
+    # its "default 500W power limit", 8 a host on NVLink, 400 Gb/s of RDMA per GPU; its peak "is between SXM and NVL,
+    # and we don't know its exact value", so MFU is reported against the SXM's 989 as torchtitan does. Its matmul
+    # rate is Meta's own microbenchmark of an "H100 500W" (pytorch/FBGEMM pull request #2546, 2024-04-29, the bf16
+    # baseline of its FP8 GEMM benchmark): 585.23 TFLOP/s at 8192³, 575.12 at 65536×8192×7168 (13 ms a call),
+    # 546.31 at 65536×3584×8192; the best of them is taken as its burst, sustained at H200's fraction like A100's.
+    # Its FP8 rate follows the rule above (twice the bf16 one: 993 sustained); the same benchmark's row-wise FP8
+    # GEMMs alone burst at 1,083-1,141 TFLOP/s (× 0.848: 918-968), within 8 %. Fused attention runs the H100 curves
+    # scaled by its burst over H100's (585.23 / 794.5): assumption, the power cap slows tensor-core kernels alike.
+    "h100-96gb-500w": GPU("h100-96gb-500w", "H100 96 GB at 500 W", peak_flops=989 * TFLOP, matmul_flops=585.23 * TFLOP,
+                          sustained_flops=585.23 * TFLOP * H200_SUSTAINED_OVER_BURST,
+                          hbm_bytes=96 * GB, hbm_bandwidth=2400 * GB, nvlink_bandwidth=450 * GB, sms=132,
+                          node_egress=8 * 400 / 8 * GB, short="H100 500 W", fp8_flops=1979 * TFLOP,
+                          mamf_shape=(8192, 8192, 8192), attention_vs_h100=585.23 / 794.5),
 }
 
 class UnknownGPU(KeyError):

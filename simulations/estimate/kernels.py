@@ -48,6 +48,7 @@ Assumptions, stated so that they can be checked:
 - A100 40 GB runs as the 80 GB part of Figure 4 (same chip and clocks; attention at these rates is not HBM-bound);
 - H200 runs as H100 (same GH100 compute); B200 (no published FA3, which is Hopper-only) runs cuDNN at H100
   cuDNN's fraction of peak, and FlashAttention (v1) there FlashAttention's fraction of FlashAttention-2 on H100;
+  a power-capped H100 (hardware.GPU.attention_vs_h100) runs the H100 curves at its matmul burst's fraction of H100's;
 - lengths below 512 take the 512 rate, above 16k the 16k rate; between, interpolated in log(length);
 - like the matmul rates these are one-GPU bursts, scaled by the GPU's sustained / burst ratio (hardware.py).
 """
@@ -86,7 +87,6 @@ H100_ATTENTION: dict[tuple[str, int, str, bool], tuple[float, ...]] = {
     ("fa3", 64, "backward", False): (272, 363, 422, 453, 472, 474),
     ("fa3", 128, "backward", False): (316, 424, 501, 542, 559, 561),
 }
-H100_PEAK = 989.0
 
 # (kernel, head dim, causal) -> forward + backward TFLOP/s at LENGTHS, A100 SXM4 80GB: FlashAttention-2 paper
 # (arXiv:2307.08691) Figure 4, the bars' printed labels (flash-attention repo,
@@ -176,9 +176,7 @@ def attention_rate(gpu: GPU, kernel: str, head_dim: int, direction: str, causal:
     base = "fa2" if kernel in ("triton_fa1", "fa1") else kernel
     if gpu.name == "b200":
         base = "cudnn"
-    rate = _interpolate(_curve(base, dim, direction, causal), length)
-    if gpu.name == "b200":
-        rate *= gpu.peak_flops / 1e12 / H100_PEAK
+    rate = _interpolate(_curve(base, dim, direction, causal), length) * gpu.attention_vs_h100
     if kernel == "fa1":  # its measured fraction of FA2 on H100 (FA2 paper, Figure 7)
         rate *= (_interpolate(H100_FWD_BWD[("fa1", dim, causal)], length)
                  / _interpolate(H100_FWD_BWD[("fa2", dim, causal)], length))
