@@ -1,6 +1,6 @@
 """The estimator against torchtitan's multi-dimensional runs on Meta's Grand Teton H100s (96 GB HBM2e, 500 W): Llama
-3.1 70B on FSDP × TP and 405B on FSDP × TP × PP (× CP), a stack (PyTorch FSDP2, DTensor TP, torch.distributed.pipelining,
-torch.compile, torchao Float8) the estimator was not built on.
+3.1 70B on FSDP × TP and 405B on FSDP × TP × PP (× CP), a stack (PyTorch FSDP2, DTensor TP,
+torch.distributed.pipelining, torch.compile, torchao Float8) the estimator was not built on.
 
 Each row is entered as a user would with `distdeck estimate` (simulations.estimate.build, the CLI's and the API's
 path), on the catalog's gpu "h100-96gb-500w" and its node network (8 × 400 Gb/s RDMA, as both sources publish: "400
@@ -47,9 +47,11 @@ What the rows ran, read from torchtitan at those commits:
   but for the last block: ZeRO-3 (zero_stage 3). No gradient accumulation existed (a local batch is one step's
   micro-batch): micro_batch 16, global 512.
 - FSDP with PP (the 405B rows): apply_fsdp sets reshard_after_forward False for every block with PP ("to avoid
-  per-microbatch all-gathers"), and torch.distributed.pipelining's stage (backward_maybe_with_nosync, torch of
-  late 2024, pytorch#134052) runs every backward with set_reshard_after_backward(False) and
-  set_requires_gradient_sync(False), then calls each FSDP group's post_backward after the stage's last micro-batch.
+  per-microbatch all-gathers"), and torch.distributed.pipelining's stage (backward_maybe_with_nosync, since
+  pytorch#134052, Aug. 2024) runs every backward with set_reshard_after_backward(False) and
+  set_requires_gradient_sync(False), then calls each FSDP group's post_backward after the stage's last micro-batch
+  (as pytorch#144535, Jan. 2025, describes the code it fixed: "FSDP's hooks are manually disabled before invoking
+  either type of backward, and then the hooks are manually triggered").
   So a stage's weights are gathered once a step (the first micro-batch's forward) and held unsharded, the gradients
   accumulated unsharded (FSDP2 upcasts them to the fp32 reduce dtype, to_accumulated_grad_if_needed) and
   reduce-scattered once, after the last backward: ZeRO-1 in time and memory (PR pytorch#124319 calls exactly this
@@ -80,7 +82,7 @@ What the rows ran, read from torchtitan at those commits:
   -11 %/-16 % against the vanilla rows' -8 %/-9 %). Table 5 and 6 ran async TP.
 - Also not inputs (left as the estimator has them): torchao's Float8ColwiseParallel all-gathers the layer inputs in
   float8 (docs/float8.md at 9dec370: "we cast sharded input into float8 and perform float8 all-gather"), where the
-  estimator moves bf16 (its forward TP traffic a quarter too high on the fp8 rows); dynamic scaling's amax passes
+  estimator moves bf16 (a quarter of its forward TP bytes too many on the fp8 rows); dynamic scaling's amax passes
   (the estimator's FP8 casts assume delayed scaling); torchtitan's optimizer is torch's foreach AdamW
   (optimizer.fused False), where "compiled" charges a fused Adam (under 0.1 % of these steps).
 
@@ -101,11 +103,14 @@ here.
 
 from __future__ import annotations
 
+import json
 import statistics
 from functools import cache
 
 import pytest
+from typer.testing import CliRunner
 
+from app.cli import cli
 from simulations.estimate import build, estimate
 from tests.unit.test_estimate_validation import _report
 
@@ -201,7 +206,8 @@ def test_each_published_nd_run_within_25_percent_and_fits(name, request):
     if name in OVER_25:
         request.applymarker(pytest.mark.xfail(reason=f"measured {OVER_25[name]} (target 25 %)", strict=False))
     row = next(r for r in table_rows() if r[0] == name)
-    assert row[5].fits, f"{name} ran but is predicted not to fit: {row[5].memory_per_gpu_bytes['total'] / 2**30:.1f} GiB"
+    held = row[5].memory_per_gpu_bytes["total"] / 2**30
+    assert row[5].fits, f"{name} ran but is predicted not to fit: {held:.1f} GiB"
     assert abs(row[4]) <= 0.25, f"{name}: {row[4]:+.1%}"
 
 
@@ -238,9 +244,9 @@ def test_each_published_nd_memory_within_25_percent(name, request):
 
 
 def test_interleaving_gains_what_torchtitan_measured():
-    """Table 5's Interleaved 1F1B (two stages a rank) against 1F1B, 8 micro-batches on 8 stages: the bubble,
-    (p − 1)/(m + p − 1) of the step, shrinks by half; published 128 against 100 tokens/s, the estimator within a tenth
-    of that ratio, and faster for the same reason (its bubble fraction lower)."""
+    """Table 5's Interleaved 1F1B (two stages a rank) against 1F1B, 8 micro-batches on 8 stages: the bubble, p − 1
+    micro-batches' time, halves (7/15 of the step against 3.5/11.5); published 128 against 100 tokens/s, the estimator
+    within a tenth of that ratio, and faster for the same reason (its bubble fraction lower)."""
     rows = {r[0]: r for r in table_rows()}
     one, two = rows["405b pp 1f1b"], rows["405b pp interleaved"]
     assert two[5].bubble_fraction < one[5].bubble_fraction
@@ -266,3 +272,18 @@ def test_fsdp_under_pipeline_holds_the_stage_as_zero_1():
     mem, params = e.memory_per_gpu_bytes, e.model.layer_params() / 8 * 16  # the busiest stage's 16 layers, TP 8
     assert mem["gradients"] >= 4 * params and mem["parameters"] >= 2 * params
     assert mem["optimizer"] == pytest.approx(12 * (params + e.model.vocab * e.model.hidden / 8) / 8, rel=0.01)
+
+
+def test_a_pipelined_row_typed_into_distdeck_estimate_is_the_rows_estimate():
+    """The rows go in through the CLI's path: Table 5's Interleaved 1F1B row typed as a user would gives the same
+    throughput, with every software input the row sets."""
+    flags = ["estimate", "--model", "llama3-405b", "--vocab", "128256", "--seq-len", "8192", "--gpu", GPU, "--gpus",
+             "512", "--tp", "8", "--pp", "8", "--zero-stage", "1", "--schedule", "interleaved_1f1b",
+             "--virtual-stages", "2", "--micro-batch", "4", "--global-batch", "256", "--recompute", "full",
+             "--attention-kernel", "fa2", "--precision", "fp8", "--fp8-param-gather", "--execution", "compiled",
+             "--fsdp", "fsdp2", "--grad-reduce-dtype", "fp32", "--overlap-tp-comm", "--no-overlap-grad-reduce",
+             "--no-grad-accumulation-fusion", "--json"]
+    typed = CliRunner().invoke(cli, flags)
+    assert typed.exit_code == 0, typed.output
+    row = next(r for r in table_rows() if r[0] == "405b pp interleaved")
+    assert json.loads(typed.output)["tokens_per_s"] / 512 == pytest.approx(row[3], rel=1e-9)
