@@ -63,8 +63,10 @@ toml leaves it off: assumption). Global batch 12 × 8 = 96, no accumulation.
 How the TP rows map onto the estimator's overlap_tp_comm, which is Megatron's: with it on, TP's backward collectives run
 beside the weight-gradient GEMMs and only what outlasts them is exposed; forward's are exposed either way
 (cost.py, compute.layer_time). Vanilla TP in torchtitan is DTensor's redistributions, each all-gather or reduce-scatter
-waited for by the op that consumes it, with nothing scheduled beside it: overlap_tp_comm off, every TP collective
-exposed. Async TP (torch._inductor's micro-pipeline TP, enabled by apply_tp with enable_symm_mem_for_group) decomposes
+waited for by the op that consumes it; torchtitan at 820504e sets no inductor option that would move them beside other
+work (of torch._inductor.config it sets only _micro_pipeline_tp, for async TP): overlap_tp_comm off, every TP
+collective exposed (assumption: what inductor's default order leaves beside them is not counted). Async TP
+(torch._inductor's micro-pipeline TP, enabled by apply_tp with enable_symm_mem_for_group) decomposes
 all-gather + matmul and matmul + reduce-scatter into chunks whose copies overlap the matmul, forward and backward. The
 estimator cannot express that: the async rows are entered with overlap_tp_comm on, the closest input it has, which hides
 backward TP communication behind the weight gradients and leaves forward's exposed; they are the estimator's "vanilla TP
@@ -73,7 +75,7 @@ them. Not inputs either: Float8ColwiseParallel all-gathers its input in FP8 (the
 bf16), and per-op SAC may replay the forward all-gathers (all_gather_into_tensor is not in the _save_list).
 Left out: the "float8 rowwise" rows (3,708.5 and 3,914.9): row-wise scaled FP8 (a scale per row, the GEMM run by a
 different kernel, TP communication in high precision: docs/float8.md) is not an input; precision "fp8" is per-tensor
-scaling. The 70B, 405B tables of the same files are entered elsewhere (h21tt70's module).
+scaling. The 70B and 405B tables of the same files are not in this module.
 
 Where the rows land (scripts/estimate_breakdown.py-style reading, recorded when entered): H1 within 9 %, too slow; the
 eager rows' compute is 90 % of the step, the exposed ZeRO-3 gathers 1-2 %. H2: the 32k and 64k rows too slow (-12 %,
@@ -81,7 +83,9 @@ eager rows' compute is 90 % of the step, the exposed ZeRO-3 gathers 1-2 %. H2: t
 replay, backward: FA2 at 209 TFLOP/s forward on this GPU) 72, 84, 91 and 95 % of a layer's compute. No one attention
 rate meets all four: the published step from 64k to 128k (2,540 -> 1,071 tokens/s, x 0.42) is steeper than a step of
 attention alone allows (tokens/s per GPU halves when the sequence doubles: x 0.5) and than the estimate's (x 0.55).
-H3: within 9 %, too fast; TP communication is 20 % of the vanilla step (0.55 of 2.70 s, bf16).
+H3: within 9 %, too fast; TP communication is 20 % of the vanilla step (0.55 of 2.70 s, bf16). The async/vanilla
+ratio comes out 1.11 (bf16) and 1.10 (fp8) against the published 1.10 and 1.10, by a different mechanism (backward
+overlap only, against async TP's forward and backward), so the agreement is not evidence that async TP is modelled.
 Memory: the estimate is 18-36 % below every published reading. Two parts, neither fitted: (1) the reading is the
 allocator's reserved peak, not the tensors' (T7's, the same reading on torchtitan of June 2025, whose loss is compiled
 with the model, components/loss.py, is 6-8 % below the estimate);
