@@ -16,6 +16,7 @@ from simulations.estimate import trust
 from tests.unit import test_estimate_heldout as heldout
 from tests.unit import test_estimate_other_stacks as other
 from tests.unit import test_estimate_more_stacks as more_stacks
+from tests.unit import test_estimate_torchtitan_h100 as torchtitan_h100
 from tests.unit import test_estimate_validation as validation
 
 
@@ -30,6 +31,7 @@ def _rows():
         "BLOOM-176B logs": ("a100-80gb", heldout.bloom_rows()),
         **{f"LLM Foundry {name}": (gpu, other.foundry_rows(name)) for name, (gpu, _) in other.TABLES.items()},
         **{name: (None, more_stacks.table_rows(name)) for name in more_stacks.TABLES},
+        **{name: (None, torchtitan_h100.table_rows(name)) for name in torchtitan_h100.TABLES},
     }
     out = []
     for table, (gpu, rows) in tables.items():
