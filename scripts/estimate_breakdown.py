@@ -18,6 +18,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from tests.unit import test_estimate_more_stacks as more  # noqa: E402
 from tests.unit import test_estimate_other_stacks as other  # noqa: E402
 from tests.unit import test_estimate_torchtitan_h100 as torchtitan_h100  # noqa: E402
+from tests.unit import test_estimate_torchtitan_nd as torchtitan_nd  # noqa: E402
 
 
 def rows():
@@ -27,6 +28,8 @@ def rows():
     for table in torchtitan_h100.TABLES:
         for name, _gpus, published, predicted, error, e in torchtitan_h100.table_rows(table):
             yield table, name, published, predicted, error, e
+    for name, _gpus, published, predicted, error, e in torchtitan_nd.table_rows():
+        yield torchtitan_nd.TABLE, name, published, predicted, error, e
     for table in other.TABLES:
         for name, _gpus, published, predicted, error, e in other.foundry_rows(table):
             yield f"LLM Foundry {table}", name, published, predicted, error, e

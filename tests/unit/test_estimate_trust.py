@@ -17,6 +17,7 @@ from tests.unit import test_estimate_heldout as heldout
 from tests.unit import test_estimate_other_stacks as other
 from tests.unit import test_estimate_more_stacks as more_stacks
 from tests.unit import test_estimate_torchtitan_h100 as torchtitan_h100
+from tests.unit import test_estimate_torchtitan_nd as torchtitan_nd
 from tests.unit import test_estimate_validation as validation
 
 
@@ -32,6 +33,7 @@ def _rows():
         **{f"LLM Foundry {name}": (gpu, other.foundry_rows(name)) for name, (gpu, _) in other.TABLES.items()},
         **{name: (None, more_stacks.table_rows(name)) for name in more_stacks.TABLES},
         **{name: (None, torchtitan_h100.table_rows(name)) for name in torchtitan_h100.TABLES},
+        torchtitan_nd.TABLE: (None, torchtitan_nd.table_rows()),
     }
     out = []
     for table, (gpu, rows) in tables.items():
