@@ -205,8 +205,8 @@ def estimate_cmd(
         help="Adam's state: fp32 (master weights, m, v: 12 bytes a parameter) or bf16 (Apex's distributed Adam "
              "with dtype bf16: 6).")] = "fp32",
     cross_entropy: Annotated[str, typer.Option(
-        help="The loss: fp32 (an fp32 softmax beside the bf16 logits, Megatron-LM, torch) or fused (flash-attn's "
-             "fused cross entropy, LLM Foundry).")] = "fp32",
+        help="The loss: fp32 (Megatron-LM's: an fp32 softmax beside the bf16 logits), fused (flash-attn's fused "
+             "cross entropy, LLM Foundry) or torch (torch's cross_entropy on fp32 logits, eager, torchtitan).")] = "fp32",
     execution: Annotated[str, typer.Option(
         help="How kernels reach the GPU: eager (PyTorch ops, one kernel each, foreach AdamW: FSDP stacks), fused "
              "(Megatron-core / TransformerEngine), compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); "

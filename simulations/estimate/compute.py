@@ -36,12 +36,17 @@ EAGER_KERNEL_CPU_S = (2 + 3) * 1e-6
 # cross_entropy.py, unfused, Megatron-core's default): forward logits.float() (read 2, write 4), the max over the
 # vocabulary (read 4), the in-place subtraction of it (4, 4), torch.exp in place (4, 4), the sum (4) and the in-place
 # division into the softmax it saves (4, 4): 38; backward the saved softmax minus the one-hot target, scaled in place
-# by the loss's gradient (4, 4), then cast back to bf16 for the logit GEMMs (4, 2): 14. torch's cross_entropy on
-# logits.float() (torchtitan) is taken to move as much (assumption: its passes were not counted here).
+# by the loss's gradient (4, 4), then cast back to bf16 for the logit GEMMs (4, 2): 14.
+# "torch": torch.nn.functional.cross_entropy on logits.float(), eager (torchtitan): the cast (read 2, write 4); aten's
+# log_softmax (aten/src/ATen/native/cuda/SoftMax.cu: a row of 128,256 fp32 fits neither the registers nor shared
+# memory, so cunn_SoftMaxForward reduces the max (read 4), the sum of exponentials (read 4), then writes the output
+# (read 4, write 4)); nll_loss reads one logit a row: 22. Backward: nll_loss's dense gradient (write 4), the
+# log_softmax backward (the gradient's sum over the row, read 4; then read 4 + 4, write 4), the cast back (4, 2): 26.
 # "fused": flash-attn's xentropy kernel (csrc/xentropy/xentropy_kernel.cu, LLM Foundry's default loss_fn): its forward,
 # one block a row, reads the bf16 row twice (max and sum, then the sum of exponentials: 2 + 2) and writes one
 # log-sum-exp a row; its backward reads the bf16 logits once and writes the bf16 gradient (2 + 2).
-LOSS_BYTES = {"fp32": (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 4 + BF16), "fused": (BF16 + BF16, BF16 + BF16)}
+LOSS_BYTES = {"fp32": (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 4 + BF16), "fused": (BF16 + BF16, BF16 + BF16),
+              "torch": (2 + 4 + 4 + 4 + 8, 4 + 4 + 8 + 4 + BF16)}
 # A Llama block (pre-normalisation by RMSNorm, SwiGLU, rotary positions: Touvron et al., "LLaMA", arXiv:2302.13971,
 # sec. 2.2, kept by Llama 2 and 3 and Mixtral; here every gated-MLP model) run op by op in eager PyTorch, HBM bytes an
 # element of each pass, (forward, backward), beyond the fused kernels layer_time counts for every stack (a norm: read

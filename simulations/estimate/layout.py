@@ -26,7 +26,7 @@ Precision = Literal["bf16", "fp8"]
 PRECISIONS = get_args(Precision)
 # What the optimizer keeps and how the loss is computed (memory.py says what each holds)
 OptimizerDtype = Literal["fp32", "bf16"]
-CrossEntropy = Literal["fp32", "fused"]
+CrossEntropy = Literal["fp32", "fused", "torch"]
 OPTIMIZER_DTYPES = get_args(OptimizerDtype)
 CROSS_ENTROPIES = get_args(CrossEntropy)
 # How the step's kernels reach the GPU (compute.py): "eager", PyTorch ops one kernel each, issued from Python (PyTorch
@@ -102,8 +102,9 @@ class Layout:
     # as NeMo's Nemotron-4 340B recipe sets optim.dtype: bf16).
     optimizer_dtype: OptimizerDtype = "fp32"
     # The loss over the vocabulary: "fp32" keeps an fp32 softmax beside the bf16 logits (Megatron-LM's vocab-parallel
-    # cross entropy on logits.float(); torch's cross_entropy under autocast): 6 bytes a logit; "fused" (flash-attn's
-    # xentropy kernel, LLM Foundry's default loss_fn) keeps the bf16 logits and writes a bf16 gradient: 4.
+    # cross entropy on logits.float()): 6 bytes a logit; "fused" (flash-attn's xentropy kernel, LLM Foundry's default
+    # loss_fn) keeps the bf16 logits and writes a bf16 gradient: 4; "torch" (torch's own cross_entropy, eager, on
+    # logits.float(), as torchtitan computes its loss): 12 at its backward's start (memory.LOGIT_BYTES).
     cross_entropy: CrossEntropy = "fp32"
     execution: Execution = "auto"
     fsdp: FsdpVersion = "fsdp2"

@@ -21,10 +21,15 @@ OPTIMIZER_BYTES = {"fp32": 12, "bf16": 6}
 # The loss's bytes a logit at its peak, this rank's vocabulary share. "fp32": Megatron-LM's vocab-parallel cross
 # entropy takes logits.float() and keeps its softmax in that fp32 copy for backward, beside the bf16 logits the output
 # layer wrote (tensor_parallel/cross_entropy.py, calculate_logits_max; its --cross-entropy-loss-fusion variant,
-# fusions/fused_cross_entropy.py, saves the same fp32 softmax; torch's cross_entropy on logits.float(), as torchtitan
-# computes its loss, keeps an fp32 log-softmax likewise): 2 + 4. "fused": flash-attn's xentropy kernel (flash_attn/losses/cross_entropy.py, LLM Foundry's default
-# loss_fn) saves the bf16 logits and one fp32 log-sum-exp a token, and its backward writes a bf16 gradient: 2 + 2.
-LOGIT_BYTES = {"fp32": BF16 + 4, "fused": BF16 + BF16}
+# fusions/fused_cross_entropy.py, saves the same fp32 softmax, and the backward works in it in place): 2 + 4.
+# "fused": flash-attn's xentropy kernel (flash_attn/losses/cross_entropy.py, LLM Foundry's default loss_fn) saves the
+# bf16 logits and one fp32 log-sum-exp a token, and its backward writes a bf16 gradient: 2 + 2.
+# "torch": torch.nn.functional.cross_entropy, eager, on logits.float(), the bf16 logits dropped before backward
+# (torchtitan's train.py at 9dec370: `del pred`, "need to free to before bwd to avoid peaking memory"): log_softmax
+# saves its fp32 output; at the start of backward nll_loss's gradient (fp32, dense) and log_softmax's backward output
+# (fp32) are allocated beside it: 4 + 4 + 4, the loss's peak (the forward's is 2 + 4 + 4). Measured, not only read:
+# tests/unit/test_estimate_memory.py runs it in torch and reads the process's peak.
+LOGIT_BYTES = {"fp32": BF16 + 4, "fused": BF16 + BF16, "torch": 4 + 4 + 4}
 FP32 = 4
 
 

@@ -184,3 +184,34 @@ def test_gpipe_holds_every_micro_batch_on_the_last_stage_too():
     assert gpipe["activations"] == pytest.approx(per_layer * layers * 8 + logits)
     # 1F1B: the first stage's 2 micro-batches in flight outweigh the last stage's one and its logits
     assert memory.memory(model, base, hw, 1, 8, 1)["activations"] == pytest.approx(per_layer * layers * 2)
+
+
+# torchtitan's loss, as its train.py runs it (9dec370): torch's cross_entropy on an fp32 copy of the bf16 logits,
+# the logits dropped before backward; the process's peak resident memory above what it held before the logits
+# existed, a logit at a time. CPU torch allocates these large tensors by mmap and returns them on free, so the peak
+# is what the loss held at once.
+_TORCH_LOSS_PEAK = """
+import resource, torch
+import torch.nn.functional as F
+tokens, vocab = 2048, 16384
+leaf = torch.randn(tokens, vocab, dtype=torch.bfloat16, requires_grad=True)
+labels = torch.randint(vocab, (tokens,))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+pred = leaf * 1  # the output layer's bf16 logits (not a leaf, so `del` frees them)
+loss = F.cross_entropy(pred.float(), labels)
+del pred
+loss.backward()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 / (tokens * vocab))
+"""
+
+
+def test_torch_cross_entropy_holds_what_torch_holds():
+    """memory.LOGIT_BYTES["torch"] (12: the fp32 log-softmax, nll_loss's gradient and log_softmax's backward output,
+    read from the autograd formulas) against torch itself: the peak a logit, measured in a fresh process; within half
+    a byte (the allocator's pages and the labels)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _TORCH_LOSS_PEAK], capture_output=True, text=True, check=True, timeout=120)
+    measured = float(out.stdout.strip().splitlines()[-1])
+    assert abs(measured - memory.LOGIT_BYTES["torch"]) <= 0.5, measured
