@@ -206,7 +206,8 @@ def estimate_cmd(
              "with dtype bf16: 6).")] = "fp32",
     cross_entropy: Annotated[str, typer.Option(
         help="The loss: fp32 (Megatron-LM's: an fp32 softmax beside the bf16 logits), fused (flash-attn's fused "
-             "cross entropy, LLM Foundry) or torch (torch's cross_entropy on fp32 logits, eager, torchtitan).")] = "fp32",
+             "cross entropy, LLM Foundry), torch (torch's cross_entropy on fp32 logits, eager, torchtitan) or "
+             "loss_parallel (the same under torch's loss_parallel, torchtitan with TP).")] = "fp32",
     execution: Annotated[str, typer.Option(
         help="How kernels reach the GPU: eager (PyTorch ops, one kernel each, foreach AdamW: FSDP stacks), fused "
              "(Megatron-core / TransformerEngine), compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); "

@@ -89,7 +89,8 @@ class EstimateParams(BaseModel):
                                                      "v (12 bytes a parameter), or bf16 (Apex's distributed Adam: 6)")
     cross_entropy: CrossEntropy = Field("fp32", description="The loss: fp32 (Megatron-LM's: an fp32 softmax "
                                                     "beside the bf16 logits), fused (flash-attn's kernel) or torch "
-                                                    "(torch's cross_entropy on fp32 logits, eager, as torchtitan)")
+                                                    "(torch's cross_entropy on fp32 logits, eager, as torchtitan) or "
+                                                    "loss_parallel (the same under torch's loss_parallel, with TP)")
     execution: Execution = Field("auto", description="How kernels reach the GPU: eager (PyTorch ops, one kernel "
                                  "each, foreach AdamW: FSDP stacks), fused (Megatron-core / TransformerEngine), "
                                  "compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); auto: eager with "

@@ -42,11 +42,15 @@ EAGER_KERNEL_CPU_S = (2 + 3) * 1e-6
 # memory, so cunn_SoftMaxForward reduces the max (read 4), the sum of exponentials (read 4), then writes the output
 # (read 4, write 4)); nll_loss reads one logit a row: 22. Backward: nll_loss's dense gradient (write 4), the
 # log_softmax backward (the gradient's sum over the row, read 4; then read 4 + 4, write 4), the cast back (4, 2): 26.
+# "loss_parallel": torch's loss_parallel (torch/distributed/tensor/parallel/loss.py, torchtitan with TP): the cast
+# (2, 4), amax (4), x − max (4, 4), exp (4, 4), its sum (4), the result (4, 4): 38; backward zeros_like (write 4),
+# exp(x) (4, 4), the sum with the one-hot (8, 4), times the gradient (4, 4), the cast back (4, 2): 38.
 # "fused": flash-attn's xentropy kernel (csrc/xentropy/xentropy_kernel.cu, LLM Foundry's default loss_fn): its forward,
 # one block a row, reads the bf16 row twice (max and sum, then the sum of exponentials: 2 + 2) and writes one
 # log-sum-exp a row; its backward reads the bf16 logits once and writes the bf16 gradient (2 + 2).
 LOSS_BYTES = {"fp32": (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 4 + BF16), "fused": (BF16 + BF16, BF16 + BF16),
-              "torch": (2 + 4 + 4 + 4 + 8, 4 + 4 + 8 + 4 + BF16)}
+              "torch": (2 + 4 + 4 + 4 + 8, 4 + 4 + 8 + 4 + BF16),
+              "loss_parallel": (2 + 4 + 4 + 8 + 8 + 4 + 8, 4 + 8 + 12 + 8 + 4 + BF16)}
 # A Llama block (pre-normalisation by RMSNorm, SwiGLU, rotary positions: Touvron et al., "LLaMA", arXiv:2302.13971,
 # sec. 2.2, kept by Llama 2 and 3 and Mixtral; here every gated-MLP model) run op by op in eager PyTorch, HBM bytes an
 # element of each pass, (forward, backward), beyond the fused kernels layer_time counts for every stack (a norm: read

@@ -26,7 +26,7 @@ Precision = Literal["bf16", "fp8"]
 PRECISIONS = get_args(Precision)
 # What the optimizer keeps and how the loss is computed (memory.py says what each holds)
 OptimizerDtype = Literal["fp32", "bf16"]
-CrossEntropy = Literal["fp32", "fused", "torch"]
+CrossEntropy = Literal["fp32", "fused", "torch", "loss_parallel"]
 OPTIMIZER_DTYPES = get_args(OptimizerDtype)
 CROSS_ENTROPIES = get_args(CrossEntropy)
 # How the step's kernels reach the GPU (compute.py): "eager", PyTorch ops one kernel each, issued from Python (PyTorch
@@ -104,7 +104,8 @@ class Layout:
     # The loss over the vocabulary: "fp32" keeps an fp32 softmax beside the bf16 logits (Megatron-LM's vocab-parallel
     # cross entropy on logits.float()): 6 bytes a logit; "fused" (flash-attn's xentropy kernel, LLM Foundry's default
     # loss_fn) keeps the bf16 logits and writes a bf16 gradient: 4; "torch" (torch's own cross_entropy, eager, on
-    # logits.float(), as torchtitan computes its loss): 12 at its backward's start (memory.LOGIT_BYTES).
+    # logits.float(), as torchtitan computes its loss): 12 at its backward's start; "loss_parallel" (the same under
+    # torch's loss_parallel, on vocabulary-sharded logits: torchtitan with TP): 16 (memory.LOGIT_BYTES).
     cross_entropy: CrossEntropy = "fp32"
     execution: Execution = "auto"
     fsdp: FsdpVersion = "fsdp2"

@@ -29,7 +29,11 @@ OPTIMIZER_BYTES = {"fp32": 12, "bf16": 6}
 # saves its fp32 output; at the start of backward nll_loss's gradient (fp32, dense) and log_softmax's backward output
 # (fp32) are allocated beside it: 4 + 4 + 4, the loss's peak (the forward's is 2 + 4 + 4). Measured, not only read:
 # tests/unit/test_estimate_memory.py runs it in torch and reads the process's peak.
-LOGIT_BYTES = {"fp32": BF16 + 4, "fused": BF16 + BF16, "torch": 4 + 4 + 4}
+# "loss_parallel": the same call under torch's loss_parallel on vocabulary-sharded logits (DTensor; torchtitan with TP,
+# torch/distributed/tensor/parallel/loss.py): its _log_softmax keeps x − max beside the fp32 copy and writes the result
+# (saved); its fused backward, _nll_loss_and_log_softmax_backward, allocates zeros_like(x), exp(x), their sum and the
+# product with the gradient: the saved result and three fp32 temporaries at its peak, 16 (measured likewise).
+LOGIT_BYTES = {"fp32": BF16 + 4, "fused": BF16 + BF16, "torch": 4 + 4 + 4, "loss_parallel": 4 + 4 + 4 + 4}
 FP32 = 4
 
 

@@ -188,15 +188,15 @@ def test_gpipe_holds_every_micro_batch_on_the_last_stage_too():
 
 # torchtitan's loss, as its train.py runs it (9dec370): torch's cross_entropy on an fp32 copy of the bf16 logits,
 # the logits dropped before backward; the process's peak resident memory above what it held before the logits
-# existed, a logit at a time. CPU torch allocates these large tensors by mmap and returns them on free, so the peak
-# is what the loss held at once.
+# existed (resident then, not the peak so far: creating the leaf may have held a temporary), a logit at a time. CPU
+# torch allocates these large tensors by mmap and returns them on free, so the peak is what the loss held at once.
 _TORCH_LOSS_PEAK = """
 import resource, torch
 import torch.nn.functional as F
 tokens, vocab = 2048, 16384
 leaf = torch.randn(tokens, vocab, dtype=torch.bfloat16, requires_grad=True)
 labels = torch.randint(vocab, (tokens,))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize() / 1024  # resident now, KiB
 pred = leaf * 1  # the output layer's bf16 logits (not a leaf, so `del` frees them)
 loss = F.cross_entropy(pred.float(), labels)
 del pred
@@ -215,3 +215,43 @@ def test_torch_cross_entropy_holds_what_torch_holds():
     out = subprocess.run([sys.executable, "-c", _TORCH_LOSS_PEAK], capture_output=True, text=True, check=True, timeout=120)
     measured = float(out.stdout.strip().splitlines()[-1])
     assert abs(measured - memory.LOGIT_BYTES["torch"]) <= 0.5, measured
+
+
+_LOSS_PARALLEL_PEAK = """
+import os, resource, torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Shard, distribute_tensor
+from torch.distributed.tensor.parallel import loss_parallel
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("PORT", "29533"))
+dist.init_process_group("gloo", rank=0, world_size=1)
+tokens, vocab = 2048, 16384
+leaf = distribute_tensor(torch.randn(tokens, vocab, dtype=torch.bfloat16), init_device_mesh("cpu", (1,)),
+                         [Shard(-1)]).requires_grad_()
+labels = torch.randint(vocab, (tokens,))
+before = int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize() / 1024  # resident now, KiB
+pred = leaf * 1
+with loss_parallel():
+    loss = F.cross_entropy(pred.float(), labels)
+    del pred
+    loss.backward()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 / (tokens * vocab))
+dist.destroy_process_group()
+"""
+
+
+def test_loss_parallel_holds_what_torch_holds():
+    """memory.LOGIT_BYTES["loss_parallel"] (16, read from torch/distributed/tensor/parallel/loss.py) against torch's
+    loss_parallel itself on a one-rank gloo mesh (the same handlers, so the same tensors), measured as above."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:  # a free port for the one-rank process group
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = subprocess.run([sys.executable, "-c", _LOSS_PARALLEL_PEAK], capture_output=True, text=True, check=True,
+                         timeout=120, env={**__import__("os").environ, "PORT": str(port)})
+    measured = float(out.stdout.strip().splitlines()[-1])
+    assert abs(measured - memory.LOGIT_BYTES["loss_parallel"]) <= 0.5, measured

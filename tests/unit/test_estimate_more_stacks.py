@@ -21,7 +21,12 @@ no gradient accumulation. From the repository at that commit:
   other layer") is taken: recompute "full" with recompute_every 2;
 - model shapes: Llama 3 8B / 70B as the presets (vocabulary 128,256 in torchtitan's tokenizer); Llama 2 13B
   (40 layers, hidden 5,120, 40 heads, FFN 13,824) and 70B (80 layers, hidden 8,192, 64 heads, 8 KV heads, FFN
-  28,672), vocabulary 32,000 (torchtitan/models/llama/__init__.py at 7e76ecb).
+  28,672), vocabulary 32,000 (torchtitan/models/llama/__init__.py at 7e76ecb);
+- the loss: torch's cross_entropy, eager, on the fp32 logits the model returns (models/llama/model.py at 7e76ecb:
+  `self.output(h).float()`), kept through backward (train.py has no `del pred` yet), so 16 bytes a logit at its peak,
+  neither of the estimator's losses; entered as cross_entropy "fp32" (Megatron's 6; its passes, 52 bytes a logit,
+  within 4 of torch's 48). These tables publish no memory. T7's loss is compiled with the model (components/loss.py
+  at e7c0cae: torch.compile when training.compile) and is entered the same way.
 The published WPS is per GPU: with train.py's get_num_flop_per_token (6 × all parameters, embeddings included, +
 12·l·h·s) and 312 TFLOP/s it gives the printed MFU: 8B 2,876 × 61.1 GFLOP → 56.3 % (printed 56.3 %), 13B 2,162 ×
 88.2 → 61.1 % (61.1 %), Llama 3 70B 323 × 487.7 → 50.5 % (50.5 %). The "selective layer" rows' n is the one default
