@@ -2,7 +2,8 @@
 
 The estimator's checks are the hand-computed cases of tests/unit/test_estimate.py, the invariants of
 tests/unit/test_estimate_invariants.py, the memory checks of tests/unit/test_estimate_memory.py, and the published
-training runs of tests/unit/test_estimate_validation.py and tests/unit/test_estimate_other_stacks.py; none shares the cost model's code. Each
+training runs of tests/unit/test_estimate_validation.py, test_estimate_other_stacks.py and the torchtitan tables
+(test_estimate_torchtitan_h100.py, test_estimate_torchtitan_nd.py); none shares the cost model's code. Each
 mutant is (module, an exact snippet of it, its replacement). `pytest -p tests.mutation.estimate_mutants`
 with DISTDECK_ESTIMATE_MUTANT=<id> runs those tests against the mutated module: the module's source is
 re-executed, mutated, in the module's own namespace before the tests import it, so every function that
@@ -79,6 +80,13 @@ MUTANTS = [
                     'backward = 2.5 * forward_flops / attention_rate(gpu, kernel, head_dim, "backward", causal, context)',
                     'backward = 2.5 * forward_flops / attention_rate(gpu, kernel, head_dim, "forward", causal, context)',
                     "the attention kernel's backward priced at its forward's rate"),
+    EstimatorMutant("attention-ignores-power-cap", "simulations.estimate.kernels",
+                    "rate = _interpolate(_curve(base, dim, direction, causal), length) * gpu.attention_vs_h100",
+                    "rate = _interpolate(_curve(base, dim, direction, causal), length)",
+                    "fused attention on a power-capped H100 timed at the 700 W part's rates"),
+    EstimatorMutant("torch-loss-held-as-megatron", "simulations.estimate.memory",
+                    '"torch": 4 + 4 + 4,', '"torch": BF16 + 4,',
+                    "torch's eager cross entropy charged Megatron's in-place 6 bytes a logit"),
     EstimatorMutant("zero3-holds-no-gathered-unit", "simulations.estimate.memory",
                     'states["parameters"] = 2 * layout.layer_gather_bytes * unit', 'states["parameters"] = 0.0',
                     "ZeRO-3 holds no all-gathered layer, as if it computed on its shards"),
@@ -94,7 +102,7 @@ MUTANTS = [
                     "grad_bytes=FP32 if fsdp else reduce_bytes,", "grad_bytes=BF16,",
                     "gradients counted in bf16 though the stack accumulates them in fp32 (Megatron's main_grad)"),
     EstimatorMutant("fused-loss-keeps-an-fp32-softmax", "simulations.estimate.memory",
-                    '"fused": BF16 + BF16}', '"fused": BF16 + 4}',
+                    '"fused": BF16 + BF16,', '"fused": BF16 + 4,',
                     "a fused cross entropy charged the fp32 softmax it never stores"),
     EstimatorMutant("sequence-parallel-ignored-in-memory-bound-passes", "simulations.estimate.compute",
                     "sp = t if (layout.sequence_parallel and t > 1) else 1", "sp = 1",

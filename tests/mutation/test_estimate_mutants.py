@@ -13,7 +13,8 @@ from tests.mutation.estimate_mutants import MUTANTS, mutated_source
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ["tests/unit/test_estimate.py", "tests/unit/test_estimate_invariants.py", "tests/unit/test_estimate_validation.py",
-          "tests/unit/test_estimate_other_stacks.py", "tests/unit/test_estimate_memory.py"]
+          "tests/unit/test_estimate_other_stacks.py", "tests/unit/test_estimate_memory.py",
+          "tests/unit/test_estimate_torchtitan_h100.py", "tests/unit/test_estimate_torchtitan_nd.py"]
 
 
 def _run(mutant_id: str | None) -> subprocess.CompletedProcess:
