@@ -11,9 +11,9 @@ const presets = JSON.parse(element.textContent);
 export const GPU_NAMES = Object.fromEntries(presets.gpus);
 export const MODEL_NAMES = Object.fromEntries(presets.models);
 
-/** "H100s", but "A100 40 GB GPUs": a name that ends in its memory takes GPUs for its plural. */
+/** "H100s", but "A100 40 GB GPUs" and "H100 500 W GPUs": a name that ends in a unit takes GPUs for its plural. */
 export function gpuPlural(id, n = 2) {
   const name = GPU_NAMES[id] ?? id;
   if (n === 1) return name;
-  return /\bGB$/.test(name) ? `${name} GPUs` : `${name}s`;
+  return /\b(GB|W)$/.test(name) ? `${name} GPUs` : `${name}s`;
 }
