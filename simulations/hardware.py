@@ -175,11 +175,14 @@ GPUS: dict[str, GPU] = {
     # its "default 500W power limit", 8 a host on NVLink, 400 Gb/s of RDMA per GPU; its peak "is between SXM and NVL,
     # and we don't know its exact value", so MFU is reported against the SXM's 989 as torchtitan does. Its matmul
     # rate is Meta's own microbenchmark of an "H100 500W" (pytorch/FBGEMM pull request #2546, 2024-04-29, the bf16
-    # baseline of its FP8 GEMM benchmark): 585.23 TFLOP/s at 8192³, 575.12 at 65536×8192×7168 (13 ms a call),
-    # 546.31 at 65536×3584×8192; the best of them is taken as its burst, sustained at H200's fraction like A100's.
-    # Its FP8 rate follows the rule above (twice the bf16 one: 993 sustained); the same benchmark's row-wise FP8
-    # GEMMs alone burst at 1,083-1,141 TFLOP/s (× 0.848: 918-968), within 8 %. Fused attention runs the H100 curves
-    # scaled by its burst over H100's (585.23 / 794.5): assumption, the power cap slows tensor-core kernels alike.
+    # baseline of its FP8 GEMM benchmark; that it is this 96 GB part is an assumption, the PR says only "H100 500W"):
+    # 585.23 TFLOP/s at 8192³, 575.12 at 65536×8192×7168 (13 ms a call), 546.31 at 65536×3584×8192. The best of
+    # these three shapes stands for its burst (a sweep of shapes, as MAMF is, may find more: so this part is, if
+    # anything, modelled slow), sustained at H200's fraction like A100's. Its FP8 rate follows the rule above (twice
+    # the bf16 one: 993 sustained); the same benchmark's row-wise FP8 GEMMs alone burst at 1,083-1,141 TFLOP/s
+    # (× 0.848: 918-967, 3-8 % below it). Fused attention runs the H100 curves scaled by this burst over H100's MAMF
+    # (585.23 / 794.5): assumption, the power cap slows tensor-core kernels alike; one shape against a sweep's best,
+    # so it leans slow too (no 700 W figure at 8192³ from the same software is at hand).
     "h100-96gb-500w": GPU("h100-96gb-500w", "H100 96 GB at 500 W", peak_flops=989 * TFLOP, matmul_flops=585.23 * TFLOP,
                           sustained_flops=585.23 * TFLOP * H200_SUSTAINED_OVER_BURST,
                           hbm_bytes=96 * GB, hbm_bandwidth=2400 * GB, nvlink_bandwidth=450 * GB, sms=132,

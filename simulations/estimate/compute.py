@@ -49,7 +49,7 @@ EAGER_KERNEL_CPU_S = (2 + 3) * 1e-6
 # one block a row, reads the bf16 row twice (max and sum, then the sum of exponentials: 2 + 2) and writes one
 # log-sum-exp a row; its backward reads the bf16 logits once and writes the bf16 gradient (2 + 2).
 LOSS_BYTES = {"fp32": (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 4 + BF16), "fused": (BF16 + BF16, BF16 + BF16),
-              "torch": (2 + 4 + 4 + 4 + 8, 4 + 4 + 8 + 4 + BF16),
+              "torch": (2 + 4 + 4 + 4 + 8, 4 + 4 + 8 + 4 + 4 + BF16),
               "loss_parallel": (2 + 4 + 4 + 8 + 8 + 4 + 8, 4 + 8 + 12 + 8 + 4 + BF16)}
 # A Llama block (pre-normalisation by RMSNorm, SwiGLU, rotary positions: Touvron et al., "LLaMA", arXiv:2302.13971,
 # sec. 2.2, kept by Llama 2 and 3 and Mixtral; here every gated-MLP model) run op by op in eager PyTorch, HBM bytes an

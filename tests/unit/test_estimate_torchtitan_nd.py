@@ -93,12 +93,15 @@ fixed (torchtitan#1207). The 8B rows of both documents are helper h21tt8's table
 Memory (Tables 4-6; the estimator's total without the allocator's fragmentation, against the reserved peak):
 predicted too low, most on the 70B rows. The PP rows hold what ZeRO-1 holds (bf16 stage weights, fp32 accumulated
 gradients, sharded Adam); torchao's float8 all-gather leaves FSDP's unsharded weights in float8, 1 byte where the
-estimator's ZeRO-1 keeps 2, which would make them lower still. A lead for the 70B rows, not entered: with loss parallel
-torchtitan's cross entropy runs DTensor's op-by-op log-softmax (torch/distributed/tensor/parallel/loss.py,
-_log_softmax: the fp32 copy of the logits, the shifted logits, their exponential and the result, each fp32, beside the
-bf16 logits), about 14 bytes a logit at its peak against the 6 the estimator keeps (memory.LOGIT_BYTES "fp32"): on the
-70B rows' 2.1 G logits per GPU some 16 GiB more, half the gap; the rest is reserved-over-allocated and not resolved
-here.
+estimator's ZeRO-1 keeps 2, which would make them lower still. The loss: at 9dec370 (Tables 4-6) it is not compiled,
+and with TP torchtitan's cross entropy runs under loss_parallel, DTensor's op-by-op log-softmax and its fused backward
+(torch/distributed/tensor/parallel/loss.py): 16 bytes a logit at the backward's start (14 in the forward), entered as
+cross_entropy "loss_parallel" (memory.LOGIT_BYTES, measured against torch in test_estimate_memory.py); at 820504e (the
+June 2025 rows, no memory published) the loss is compiled with the model and is entered as "fp32", as T7. Entered with
+Megatron's 6 bytes a logit, memory read 19.1/42.5 % (70B -42.5 and -38.8 %); with the loss as it ran, 15.1/24.0 %
+(70B -15.2 and -9.9 %), still below every reading: the rest is the allocator's reserve over what tensors hold, and
+the PP rows' last stage also keeps the stage's bf16 output through its backward (no `del pred` inside the schedule),
+2 bytes a logit more, not an input.
 """
 
 from __future__ import annotations
