@@ -94,8 +94,8 @@ allocator's reserved peak, not the tensors' (T7's, the same reading on torchtita
 with the model, components/loss.py, is 6-8 % below the estimate);
 (2) at 9dec370 the loss was not compiled, and torch's eager cross_entropy on pred.float() peaks in its backward at 12
 bytes a logit (the saved fp32 log-softmax, the fp32 gradient coming in, the fp32 gradient it writes), measured with
-torch's CPU build (peak resident memory of F.cross_entropy(pred.float(), labels) forward and backward: 12.0 bytes
-a logit; test_estimate_memory.py measures it on 2,048 × 16,384 logits), where the estimator's "fp32" charges 6 (Megatron-LM's in-place backward). At 16,384 tokens
+torch's CPU build (the most its allocator held in F.cross_entropy(pred.float(), labels) forward and backward: 12.0
+bytes a logit; test_estimate_memory.py measures it on 2,048 × 16,384 logits), where the estimator's "fp32" charges 6 (Megatron-LM's in-place backward). At 16,384 tokens
 that is 11.7 GiB more, at 32,768 (Table 2) 23.5 GiB. The loss is now an input (cross_entropy "torch", the 12 bytes
 measured against torch in test_estimate_memory.py) and these rows are entered with it: the compiled rows read 2-4 %
 below their readings, the eager ones 10 % (eager held 5.4 GiB more than compiled in the readings; the estimator's
