@@ -274,10 +274,7 @@ dist.destroy_process_group()
 def test_loss_parallel_holds_what_torch_holds():
     """memory.LOGIT_BYTES["loss_parallel"] (16, read from torch/distributed/tensor/parallel/loss.py) against torch's
     loss_parallel itself on a one-rank gloo mesh (the same handlers, so the same tensors), measured as above."""
-    import socket
+    from tests.served import free_port
 
-    with socket.socket() as s:  # a free port for the one-rank process group
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    measured = _measured(_LOSS_PARALLEL_PEAK, PORT=str(port))
+    measured = _measured(_LOSS_PARALLEL_PEAK, PORT=str(free_port()))  # a free port for the one-rank process group
     assert abs(measured - memory.LOGIT_BYTES["loss_parallel"]) <= ALLOCATOR_SLACK, measured
