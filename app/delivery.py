@@ -45,8 +45,8 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
 # SSE runs are compressed too: flushed per message, they still arrive event by event.
 NOT_COMPRESSED = tuple(t for t in DEFAULT_EXCLUDED_CONTENT_TYPES if t != "text/event-stream")
-# Level 6 / quality 5: most of the saving at a fraction of the CPU of the maximum (every run's viewers
-# share one encoding of its events, but each stream is compressed on its own).
+# Level 6 / quality 5: most of the saving at a fraction of the CPU of the maximum (a run in progress is
+# compressed per viewer; a finished one once per encoding, see finished_run_body).
 GZIP_LEVEL = 6
 BROTLI_QUALITY = 5
 # A static import with a relative specifier: `import x from './a.js'`, `export { y } from '../b.js'`,
