@@ -261,7 +261,8 @@ class GzipRun:
         whole = b"".join([GZIP_HEADER, *(p.deflated for p in parts), FINAL_BLOCK,
                           _trailer(_joined_segments([meta_segment, suffixes[0]]))])
         form = cls(whole, meta_segment, first_frames, offsets, suffixes, frames)
-        return form, len(whole) + len(meta_segment.deflated) + 100 * len(blocks)  # + the small objects
+        # its bytes (meta's segment is kept apart as well), and about what the lists and small objects take
+        return form, len(whole) + len(meta_segment.deflated) + 100 * len(blocks) + 8 * len(frames)
 
     def body(self, after: int) -> list[bytes]:
         """The gzip body of meta, the frames after index `after`, and the tail. From the start, or from the
