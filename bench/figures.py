@@ -3,7 +3,8 @@
 1. First-frame latency of a new, uncached DDP run through the real server (HTTP + SSE) on the warm
    pool, at world_size 4 and 8, against a cold torch.multiprocessing.spawn of the same run.
 2. Traced against untraced run time of the same DDP run (target: traced ≤ 1.10× untraced).
-3. Fan-out: 200 viewers of one cached run, p50 / p99 time to `done` against one viewer's (bench/fanout.py).
+3. Fan-out: 1,000 viewers asking for gzip of one cached run: the server's CPU per frame per viewer, p50 / p99
+   time to the last byte, its memory (bench/fanout.py).
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def main() -> None:
         warm = statistics.median(figures[f"warm_first_frame_s_ws{n}"])
         print(f"ws={n}: cold spawn to first frame, median {statistics.median(cold):.2f} s "
               f"({statistics.median(cold) / warm:.0f}× the warm pool)", flush=True)
-    figures.update(fanout(viewers=200, rounds=3))
+    figures.update(fanout(viewers=1000, rounds=3))
     figures["medians"] = {k: statistics.median(v) for k, v in figures.items() if isinstance(v, list)}
     out = RESULTS / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(figures, indent=2))

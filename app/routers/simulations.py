@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 from sse_starlette.sse import EventSourceResponse
 
+from app.delivery import finished_run_body
 from app.head import is_head
 from simulations import scenarios
 from simulations.chrome_trace import chrome_trace
@@ -126,29 +127,38 @@ def _resume_after(request: Request) -> int:
 
 
 class FinishedRun(Response):
-    """A finished run's events, already encoded, written as they are: no task group, no pings (it ends at
-    once). What most viewers of a talk get, all at the same time, so it is kept as cheap as it goes."""
+    """A finished run's events, already encoded (and compressed, where `encoding` says so), written as they
+    are: no task group, no pings (it ends at once). What most viewers of a talk get, all at the same time,
+    so it is kept as cheap as it goes."""
 
     media_type = "text/event-stream"
 
-    def __init__(self, parts: list[bytes]):
+    def __init__(self, parts: list[bytes], encoding: str | None = None):
         super().__init__(headers=SSE_HEADERS)
         self.parts = parts
         self.headers["content-length"] = str(sum(len(p) for p in parts))
+        if encoding is not None:  # the Compression middleware passes an encoded body on as it is
+            self.headers["content-encoding"] = encoding
+            self.headers["vary"] = "Accept-Encoding"
 
     async def __call__(self, scope, receive, send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        for part in self.parts:
+        if "content-encoding" in self.headers:  # one write, no empty one after it: a crowd pays per message
+            await send({"type": "http.response.body", "body": b"".join(self.parts), "more_body": False})
+            return
+        for part in self.parts:  # each part on its own, so that the middleware may stream-compress them
             await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def _stream(request: Request, run: Run) -> Response:
-    """The run's events, already encoded (the same bytes for every viewer). On server shutdown the stream
-    ends with an `error` event saying so, rather than being cut."""
+async def _stream(request: Request, run: Run) -> Response:
+    """The run's events, already encoded (the same bytes for every viewer). A finished run's are compressed
+    once per encoding and kept with it (app/delivery.py); a run in progress is compressed per viewer by the
+    Compression middleware. On server shutdown the stream ends with an `error` event saying so, rather
+    than being cut."""
     after = _resume_after(request)
     if run.done:
-        return FinishedRun(run.encoded(after))
+        return FinishedRun(*await finished_run_body(run, request.headers.get("accept-encoding", ""), after))
     shutdown = anyio.Event()
     events = run.stream(after, until=shutdown.wait(), farewell=SHUTTING_DOWN)
     return EventSourceResponse(events, ping=15, shutdown_event=shutdown, shutdown_grace_period=2, headers=SSE_HEADERS)
@@ -174,7 +184,7 @@ async def stream_frames(name: str, request: Request) -> Response:
     if is_head(request):  # the GET's checks and headers without starting a run: a link checker costs no run
         _check_ranks(scenario, params, pool_size(request))
         return Response(media_type="text/event-stream", headers=SSE_HEADERS)
-    return _stream(request, _submit(request, name, params))
+    return await _stream(request, _submit(request, name, params))
 
 
 @router.get("/simulations/{name}/trace",
@@ -211,4 +221,4 @@ async def replay_recorded_run(run_id: str, request: Request) -> Response:
     run = request.app.state.recorded_runs.get(run_id)
     if run is None:
         raise HTTPException(404, f"no recorded run {run_id!r}; see /api/runs")
-    return _stream(request, run)
+    return await _stream(request, run)

@@ -7,7 +7,9 @@ A run whose last viewer left is cancelled: dropped from the queue, or stopped at
 next frame boundary, unless it is one worth keeping (the deck's own runs).
 
 A Run keeps each event encoded once, as the Server-Sent Event bytes every viewer is sent:
-followers, any number of them and from any frame (SSE resume), write the same bytes.
+followers, any number of them and from any frame (SSE resume), write the same bytes. A finished run
+also keeps what is derived from those bytes for its viewers (a compressed copy per encoding), made
+once and counted in its size, so that the cache bounds it with the run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -106,6 +109,9 @@ class Run:
         self.stop = StopRequest()  # set to stop the run at its next frame boundary
         self.viewers = 0
         self.on_abandoned: Callable[[Run], None] | None = None  # called when the last viewer leaves early
+        self._derived: dict[str, Any] = {}  # name -> a form of the finished run made once (see derived())
+        self._deriving = threading.Lock()
+        self.on_resized: Callable[[Run], None] | None = None  # called when nbytes grows after the run finished
 
     @classmethod
     def from_file(cls, run_file: RunFile, source: str) -> Run:
@@ -173,6 +179,30 @@ class Run:
         """A finished run's events after frame `after`, in writes of about CHUNK_BYTES."""
         assert self.done, "only a finished run is complete"
         return _joined([self._events[0], *self._events[after + 2:], self._tail])
+
+    def encoded_events(self) -> tuple[bytes, list[bytes], bytes]:
+        """A finished run's events as sent: (meta, one event per frame, summary + done or the error)."""
+        assert self.done, "only a finished run is complete"
+        return self._events[0], self._events[1:], self._tail
+
+    def derived(self, name: str, make: Callable[[Run], tuple[Any, int]]) -> Any:
+        """The form `name` of this finished run, made by `make(run) -> (form, its bytes)` for the first
+        viewer who asks (the others wait for it) and kept with the run: every later viewer gets the same
+        object. Its bytes count in `nbytes`, so a cache that keeps the run bounds its forms too."""
+        assert self.done, "only a finished run has its final bytes"
+        with self._deriving:
+            if name not in self._derived:
+                form, size = make(self)
+                with self._lock:
+                    self._derived[name] = form
+                    self.nbytes += size
+                if self.on_resized is not None:
+                    self.on_resized(self)
+            return self._derived[name]
+
+    def derived_if_made(self, name: str) -> Any | None:
+        """The form `name` if it is made already (no waiting, no making), else None."""
+        return self._derived.get(name)
 
     async def stream(self, after: int = -1, until: Awaitable | None = None,
                      farewell: bytes = b"") -> AsyncIterator[bytes]:
@@ -250,6 +280,7 @@ class Simulator:
         self.abandon_grace_s = abandon_grace_s
         self.keep = keep
         self._cache: OrderedDict[str, Run] = OrderedDict()
+        self._counted: dict[str, int] = {}  # cached key -> the bytes of its run counted in cached_bytes
         self.cached_bytes = 0
         self._too_large: dict[str, tuple[Run, float]] = {}  # key -> (the stopped run, until when it answers)
         self._active: dict[str, Run] = {}  # waiting or running
@@ -355,11 +386,28 @@ class Simulator:
                     self._too_large = {k: v for k, v in self._too_large.items() if v[1] > time.monotonic()}
                     self._too_large[key] = (_error_only(run), time.monotonic() + TOO_LARGE_TTL_S)
                 if run.error is None and run.nbytes <= self.cache_bytes:
+                    # Told of growth before its size is read: a form made meanwhile is counted once.
+                    run.on_resized = lambda grown, key=key: self._resized(key, grown)
                     self._cache[key] = run
+                    self._counted[key] = run.nbytes
                     self.cached_bytes += run.nbytes
-                    while self.cached_bytes > self.cache_bytes:
-                        _, old = self._cache.popitem(last=False)
-                        self.cached_bytes -= old.nbytes
+                    self._evict()
+
+    def _resized(self, key: str, run: Run) -> None:
+        """A cached run grew (a compressed form was kept with it): count it, and let old runs go if need be."""
+        with self._lock:
+            if self._cache.get(key) is not run:
+                return
+            self.cached_bytes += run.nbytes - self._counted[key]
+            self._counted[key] = run.nbytes
+            self._evict()
+
+    def _evict(self) -> None:
+        """Least recently used runs out until the cache is within its bound (call with the lock held)."""
+        while self.cached_bytes > self.cache_bytes and self._cache:
+            key, old = self._cache.popitem(last=False)
+            self.cached_bytes -= self._counted.pop(key)
+            old.on_resized = None
 
 
 def _error_only(run: Run) -> Run:

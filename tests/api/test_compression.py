@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import zlib
 
 import anyio
@@ -19,6 +20,8 @@ from app.main import create_app
 from app.settings import Settings
 from simulations.runtime import RankPool
 from tests.api.test_serving import live_server
+from tests.sse import read_events
+from tests.finished_runs import finished_run, gunzip_one_member
 
 PAGES = ["/", "/?embed=1", "/embed/ddp?world_size=4"]
 TEXT = [*PAGES, "/static/js/player/player.js", "/static/css/deck.css", "/api/simulations"]
@@ -189,3 +192,88 @@ def test_the_first_view_waits_for_the_html_alone(client, path, entry):
     for url in fonts:
         assert client.get(url).status_code == 200, url
     assert _after_paint(html)["scripts"][0].startswith(f"/static/js/{entry}?v=")
+
+
+# -- a finished run's stream, compressed once for all its viewers (issue 32) --------------------------------
+
+
+@pytest.fixture(scope="module")
+def recorded_run(tmp_path_factory):
+    """A server with one recorded run of 200 frames (about 300 KB of events: more than one gzip block), and
+    the run's events as sent uncompressed."""
+    folder = tmp_path_factory.mktemp("runs")
+    (folder / "talk.json").write_text(finished_run(frames=200).to_file().model_dump_json())
+    with TestClient(create_app(Settings(runs_dir=folder), pool=RankPool(size=2))) as client:
+        yield client, "/api/runs/talk/frames"
+
+
+def _wire(client, path: str, headers: dict) -> tuple[bytes, httpx.Headers]:
+    with client.stream("GET", path, headers=headers) as response:
+        return b"".join(response.iter_raw()), response.headers
+
+
+def _decoded(wire: bytes, encoding: str | None) -> bytes:
+    if encoding == "br":
+        return brotli.decompress(wire)
+    return gunzip_one_member(wire) if encoding == "gzip" else wire
+
+
+@pytest.mark.parametrize("accept, encoding, resumed_encoding", [("gzip, deflate, br", "br", "gzip"),
+                                                                ("gzip, deflate", "gzip", "gzip"),
+                                                                ("identity", None, None)])
+def test_a_finished_run_decodes_to_the_same_events_in_every_encoding_and_from_every_resume_point(
+        recorded_run, accept, encoding, resumed_encoding):
+    client, path = recorded_run
+    for last_event_id in [None, "0", "1", "77", "130", "198", "199", "250"]:
+        headers = {"Accept-Encoding": accept} | ({"Last-Event-ID": last_event_id} if last_event_id else {})
+        plain, _ = _wire(client, path, headers | {"Accept-Encoding": "identity"})
+        wire, response_headers = _wire(client, path, headers)
+        expected = resumed_encoding if last_event_id else encoding
+        assert response_headers.get("content-encoding") == expected, last_event_id
+        assert int(response_headers["content-length"]) == len(wire)
+        assert "accept-encoding" in response_headers.get("vary", "").lower()
+        assert _decoded(wire, expected) == plain, last_event_id
+        frames = [e for e in read_events(plain.decode().splitlines()) if e[0] == "frame"]
+        first = int(last_event_id) + 1 if last_event_id else 0
+        assert [int(f[1]) for f in frames] == list(range(first, 200)), last_event_id
+
+
+@pytest.mark.parametrize("accept", ["gzip, deflate, br", "gzip, deflate"])
+def test_viewers_of_a_finished_run_after_the_first_cost_no_compression(recorded_run, monkeypatch, accept):
+    """Today's cost of a crowd: every viewer's stream compressed on its own. A finished run's is compressed
+    once per encoding and kept with the run: the next viewers get the same bytes, compressing nothing."""
+    client, path = recorded_run
+    compressors = []
+    monkeypatch.setattr(zlib, "compressobj", lambda *a, real=zlib.compressobj: compressors.append(a) or real(*a))
+    monkeypatch.setattr(brotli, "compress", lambda *a, real=brotli.compress, **kw: compressors.append(a) or real(*a, **kw))
+    monkeypatch.setattr(brotli, "Compressor", lambda *a, real=brotli.Compressor, **kw: compressors.append(a) or real(*a, **kw))
+    first, _ = _wire(client, path, {"Accept-Encoding": accept})
+    compressors.clear()
+    viewers = [_wire(client, path, {"Accept-Encoding": accept})[0] for _ in range(5)]
+    assert compressors == []
+    assert all(wire == first for wire in viewers)
+
+
+@pytest.mark.slow
+def test_a_cached_runs_compressed_forms_count_in_the_cache_bound(pool):
+    app = create_app(Settings(), pool=pool)
+    with TestClient(app) as client:
+        simulator = app.state.simulator
+        path = "/api/simulations/ddp/frames?world_size=2&seed=3232"
+        plain = client.get(path, headers={"Accept-Encoding": "identity"}).content
+        deadline = time.monotonic() + 10
+        while not simulator.cached() and time.monotonic() < deadline:  # filed in the cache just after it ends
+            time.sleep(0.01)
+        (run,) = simulator.cached()
+        alone = simulator.cached_bytes
+        assert alone == run.nbytes
+        wire, headers = _wire(client, path, {"Accept-Encoding": "gzip"})
+        assert headers["content-encoding"] == "gzip" and _decoded(wire, "gzip") == plain
+        assert simulator.cached_bytes == run.nbytes >= alone + len(wire)
+        assert client.get("/healthz").json()["cached_bytes"] == simulator.cached_bytes
+        # A bound that the run and its gzip form fit, and not its brotli form as well: kept for the viewer
+        # who asked, the run then leaves the cache, and nothing of it is counted any more.
+        simulator.cache_bytes = simulator.cached_bytes
+        wire, headers = _wire(client, path, {"Accept-Encoding": "br"})
+        assert headers["content-encoding"] == "br" and _decoded(wire, "br") == plain
+        assert simulator.cached() == [] and simulator.cached_bytes == 0
