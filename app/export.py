@@ -38,12 +38,10 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from app.content.live import Variants, canonical, defaults, run_id, source_hash, variant_requests
+from app.content.live import Variants, run_id, source_hash
 from app.content.manifest import ManifestError
+from app.content.runs import RunPlanError, Wanted, differences, plan_runs
 from app.content.talk import Talk, load_talk
 from app.pages.deck import render_deck, track_page
 from app.pages.widget import first_frame, render_widget, widget_spec
@@ -69,20 +67,6 @@ class ExportError(RuntimeError):
 
 
 @dataclass
-class Wanted:
-    """One run to have in the export, and the requests (slide params over defaults) that ask for it."""
-
-    scenario: str
-    params: BaseModel
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    where: list[str] = field(default_factory=list)  # slides / widgets that ask for it
-
-    @property
-    def id(self) -> str:
-        return run_id(self.scenario, self.params)
-
-
-@dataclass
 class ExportReport:
     out_dir: Path
     recorded: list[str] = field(default_factory=list)  # run ids recorded now
@@ -100,19 +84,12 @@ class ExportReport:
 
 def plan(settings: Settings, variants: Variants, pool_size: int, budget: int = MAX_RUNS,
          talk: Talk | None = None) -> tuple[list[Wanted], list[str], int]:
-    """(runs to have, skipped variants with why, number of live sims) for the talk (the deck under the
-    settings' slides_dir if None) and the widgets. Past `budget` runs, each live sim keeps fewer grid
-    variants (never its default)."""
-    talk = talk or _load(settings)
-    slides_html = talk.live_slides_html()
-    cap = None
-    while True:
-        wanted, skipped, sims = _plan(talk, slides_html, variants, pool_size, cap)
-        if len(wanted) <= budget or cap == 0:
-            if cap is not None:
-                skipped.append(f"over the budget of {budget} runs: at most {cap} grid variant(s) per live simulation")
-            return wanted, skipped, sims
-        cap = 12 if cap is None else cap - 1
+    """The runs the export records (app.content.runs.plan_runs) for the talk (the deck under the settings'
+    slides_dir if None), within `budget`; ExportError if a slide's own run cannot be had."""
+    try:
+        return plan_runs(talk or _load(settings), variants, pool_size, budget)
+    except RunPlanError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def _load(settings: Settings) -> Talk:
@@ -120,57 +97,6 @@ def _load(settings: Settings) -> Talk:
         return load_talk(settings.slides_dir)
     except ManifestError as exc:
         raise ExportError(f"the deck does not load: {exc}") from None
-
-
-def _plan(talk: Talk, slides_html: list[str], variants: Variants, pool_size: int,
-          cap: int | None) -> tuple[list[Wanted], list[str], int]:
-    sims = talk.live_sims(slides_html)
-    asks: list[tuple[str, str, dict[str, Any], bool]] = []  # (where, scenario, request, is_default)
-    for sim in sims:
-        scenario = scenarios.get(sim.scenario)
-        for i, request in enumerate(variant_requests(scenario, sim.params, sim.controls, variants)[:_cut(cap)]):
-            asks.append((f"slide {sim.slide}", sim.scenario, request, i == 0))
-    for slide, name, params in talk.scripted_runs(slides_html):
-        asks.append((f"slide {slide}", name, {**defaults(scenarios.get(name)), **params}, True))
-    used = sorted({sim.scenario for sim in sims})
-    for name in used:  # the widget pages the export writes: each scenario's defaults and its controls' grid
-        scenario = scenarios.get(name)
-        for i, request in enumerate(variant_requests(scenario, {}, list(scenario.controls), variants)[:_cut(cap)]):
-            asks.append((f"widget {name}", name, request, i == 0))
-
-    wanted: dict[tuple[str, str], Wanted] = {}
-    skipped: list[str] = []
-    for where, name, request, is_default in asks:
-        scenario = scenarios.get(name)
-        try:
-            params = scenario.params.model_validate(request)
-            ranks = scenario.world_size(params)
-        except ValidationError as exc:
-            if is_default:
-                raise ExportError(f"{where}: {name} rejects its own params {request}: {exc}") from None
-            skipped.append(f"{where}: {name} {_diff(scenario, request)}: {exc.errors()[0]['msg']}")
-            continue
-        if ranks > pool_size:
-            if is_default:
-                raise ExportError(f"{where}: {name} needs {ranks} ranks, the pool has {pool_size}")
-            skipped.append(f"{where}: {name} {_diff(scenario, request)}: needs {ranks} ranks")
-            continue
-        key = (name, canonical(params))
-        entry = wanted.setdefault(key, Wanted(name, params))
-        if request not in entry.requests:
-            entry.requests.append(request)
-        if where not in entry.where:
-            entry.where.append(where)
-    return list(wanted.values()), skipped, len(sims)
-
-
-def _cut(cap: int | None) -> int | None:
-    return None if cap is None else cap + 1  # the default, then `cap` variants
-
-
-def _diff(scenario: scenarios.Scenario, request: dict[str, Any]) -> str:
-    base = defaults(scenario)
-    return ", ".join(f"{k}={v}" for k, v in request.items() if base.get(k) != v) or "defaults"
 
 
 # -- reuse -------------------------------------------------------------------------------------------
@@ -296,7 +222,7 @@ def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, v
             if on_run:
                 on_run(item, "recording")
             run = simulate(pool, item.scenario, item.params)
-            label = f"{item.scenario} {_diff(scenarios.get(item.scenario), item.params.model_dump(mode='json'))}"
+            label = f"{item.scenario} {differences(scenarios.get(item.scenario), item.params.model_dump(mode='json'))}"
             if run.error is not None:
                 failures.append(f"{label} ({', '.join(item.where)}): the run failed: {run.error}")
             elif not run.summary.passed:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from app.routers.calculator import CalculatorParams, calculate
+from app.calculator import CalculatorParams, calculate
 from app.content.manifest import load_deck
 from app.content.markup import jinja_env, render_slides
 from simulations import formulas, hardware
