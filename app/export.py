@@ -21,34 +21,33 @@ enums and booleans every value; small integer ranges (at most 8) 2, 4 and 8; oth
 numbers half and double the default. Plus each widget's defaults and grid, and the runs the
 bubble plot's script asks for; past MAX_RUNS, fewer grid variants per slide. Re-exporting reuses a run file whose scenario, validated params,
 and scenario source hash are unchanged. A run that errors or fails a check fails the export.
+
+Owns: planning the runs to record (plan), recording and reusing them, writing the site and precompressing
+it. The second client of the page layer, beside the routers: every page it writes comes from app.pages, from
+one Talk loaded at the start. Imports app.pages, app.content, app.settings, simulations, and the scenario
+catalog GET /api/simulations answers (app.routers.simulations.list_scenarios).
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
-import inspect
 import json
 import os
 import re
 import shutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
-
-from app.routers.deck import render_deck, track_page
-from app.routers.embed import first_frame, render_widget, widget_spec
+from app.content.live import Variants, run_id, source_hash
+from app.content.manifest import ManifestError
+from app.content.runs import RunPlanError, Wanted, differences, plan_runs
+from app.content.talk import Talk, load_talk
+from app.pages.deck import render_deck, track_page
+from app.pages.widget import first_frame, render_widget, widget_spec
 from app.settings import Settings
-from app.slides import ManifestError, jinja_env, load_deck, render_slides
 from simulations import scenarios
 from simulations.frames import SCHEMA_VERSION, RunFile
-
-Variants = Literal["default", "grid"]
 
 # Keep the export small (and `make export` a few minutes): past this, fewer grid variants per slide.
 MAX_RUNS = 150
@@ -68,30 +67,6 @@ class ExportError(RuntimeError):
 
 
 @dataclass
-class LiveSim:
-    """One `.live-sim` placeholder on a slide."""
-
-    slide: str
-    scenario: str
-    params: dict[str, Any]
-    controls: list[str]
-
-
-@dataclass
-class Wanted:
-    """One run to have in the export, and the requests (slide params over defaults) that ask for it."""
-
-    scenario: str
-    params: BaseModel
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    where: list[str] = field(default_factory=list)  # slides / widgets that ask for it
-
-    @property
-    def id(self) -> str:
-        return run_id(self.scenario, self.params)
-
-
-@dataclass
 class ExportReport:
     out_dir: Path
     recorded: list[str] = field(default_factory=list)  # run ids recorded now
@@ -107,188 +82,24 @@ class ExportReport:
 # -- what to record ----------------------------------------------------------------------------------
 
 
-class _LiveSimParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.slide = ""
-        self.found: list[LiveSim] = []
-        self.scripted: list[tuple[str, str, dict[str, Any]]] = []  # (slide, scenario, params)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k: v or "" for k, v in attrs}
-        if tag == "section" and "data-slide-id" in a:
-            self.slide = a["data-slide-id"]
-        if "live-sim" in a.get("class", "").split() and a.get("data-scenario"):
-            self.found.append(LiveSim(self.slide, a["data-scenario"], json.loads(a.get("data-params") or "{}"),
-                                      json.loads(a.get("data-controls") or "[]")))
-        if a.get("data-runs"):  # a slide script that fetches runs itself declares them: [{scenario, params}]
-            self.scripted.extend((self.slide, run["scenario"], run["params"]) for run in json.loads(a["data-runs"]))
-
-
-def _parse(slides_html: list[str]) -> _LiveSimParser:
-    parser = _LiveSimParser()
-    for html in slides_html:
-        parser.feed(html)
-    return parser
-
-
-def find_live_sims(slides_html: list[str]) -> list[LiveSim]:
-    return _parse(slides_html).found
-
-
-def find_scripted_runs(slides_html: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
-    """Runs that slide scripts fetch themselves, declared in `data-runs` attributes."""
-    return _parse(slides_html).scripted
-
-
-def canonical(params: BaseModel) -> str:
-    return json.dumps(params.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-
-
-def run_id(scenario: str, params: BaseModel) -> str:
-    return hashlib.sha256(f"{scenario}?{canonical(params)}".encode()).hexdigest()[:16]
-
-
-def defaults(scenario: scenarios.Scenario) -> dict[str, Any]:
-    return scenario.params().model_dump(mode="json")
-
-
-def _field_schema(schema: dict, name: str) -> dict:
-    spec = schema.get("properties", {}).get(name, {})
-    ref = spec.get("$ref") or (spec.get("allOf") or [{}])[0].get("$ref")
-    if ref:
-        return {**schema.get("$defs", {}).get(ref.split("/")[-1], {}), **spec}
-    return spec
-
-
-def control_values(spec: dict, default: Any) -> list[Any]:
-    """A few values of one control, from its JSON Schema: the grid's axis for it."""
-    if "enum" in spec:
-        return list(spec["enum"])
-    kind = spec.get("type")
-    if kind == "boolean":
-        return [False, True]
-    low, high = spec.get("minimum"), spec.get("maximum")
-    inside = (lambda v: (low is None or v >= low) and (high is None or v <= high))  # noqa: E731
-    if kind == "integer" and low is not None and high is not None and high <= 8:
-        values = {v for v in (2, 4, 8) if inside(v)} | {default}
-        if high - low < 4:  # a handful of choices (ZeRO stages 0..3): every one
-            values = set(range(low, high + 1))
-        return sorted(values)
-    if kind == "integer":
-        return sorted({v for v in (default // 2, default, default * 2) if inside(v)})
-    if kind == "number":
-        return sorted({v for v in (default / 2, default, default * 2) if inside(v)})
-    return [default]
-
-
-def variant_requests(scenario: scenarios.Scenario, params: dict[str, Any], controls: list[str],
-                     variants: Variants) -> list[dict[str, Any]]:
-    """The slide's own request first, then one control changed at a time (variants="grid")."""
-    base = {**defaults(scenario), **params}
-    requests = [base]
-    if variants == "grid":
-        schema = scenario.params.model_json_schema()
-        axes = [[(name, v) for v in control_values(_field_schema(schema, name), base.get(name)) if v != base.get(name)]
-                for name in controls]
-        # Round robin over the controls, so that a budget cut keeps some of every control.
-        for i in range(max((len(a) for a in axes), default=0)):
-            for axis in axes:
-                if i < len(axis):
-                    request = {**base, axis[i][0]: axis[i][1]}
-                    if request not in requests:
-                        requests.append(request)
-    return requests
-
-
 def plan(settings: Settings, variants: Variants, pool_size: int, budget: int = MAX_RUNS,
-         slides_html: list[str] | None = None) -> tuple[list[Wanted], list[str], int]:
-    """(runs to have, skipped variants with why, number of live sims) for the deck and the widgets.
-    Past `budget` runs, each live sim keeps fewer grid variants (never its default)."""
-    slides_dir = Path(settings.slides_dir).resolve()
+         talk: Talk | None = None) -> tuple[list[Wanted], list[str], int]:
+    """The runs the export records (app.content.runs.plan_runs) for the talk (the deck under the settings'
+    slides_dir if None), within `budget`; ExportError if a slide's own run cannot be had."""
     try:
-        deck = load_deck(slides_dir)
+        return plan_runs(talk or _load(settings), variants, pool_size, budget)
+    except RunPlanError as exc:
+        raise ExportError(str(exc)) from None
+
+
+def _load(settings: Settings) -> Talk:
+    try:
+        return load_talk(settings.slides_dir)
     except ManifestError as exc:
         raise ExportError(f"the deck does not load: {exc}") from None
-    if slides_html is None:
-        slides_html = render_slides(deck, jinja_env(slides_dir), embed=False, print_pdf=False, root="./")
-    cap = None
-    while True:
-        wanted, skipped, sims = _plan(deck, variants, pool_size, cap, slides_html)
-        if len(wanted) <= budget or cap == 0:
-            if cap is not None:
-                skipped.append(f"over the budget of {budget} runs: at most {cap} grid variant(s) per live simulation")
-            return wanted, skipped, sims
-        cap = 12 if cap is None else cap - 1
-
-
-def _plan(deck, variants: Variants, pool_size: int, cap: int | None,
-          slides_html: list[str]) -> tuple[list[Wanted], list[str], int]:
-    sims = find_live_sims(slides_html)
-    asks: list[tuple[str, str, dict[str, Any], bool]] = []  # (where, scenario, request, is_default)
-    for sim in sims:
-        scenario = scenarios.get(sim.scenario)
-        for i, request in enumerate(variant_requests(scenario, sim.params, sim.controls, variants)[:_cut(cap)]):
-            asks.append((f"slide {sim.slide}", sim.scenario, request, i == 0))
-    for slide, name, params in find_scripted_runs(slides_html):
-        asks.append((f"slide {slide}", name, {**defaults(scenarios.get(name)), **params}, True))
-    used = sorted({sim.scenario for sim in sims})
-    for name in used:  # the widget pages the export writes: each scenario's defaults and its controls' grid
-        scenario = scenarios.get(name)
-        for i, request in enumerate(variant_requests(scenario, {}, list(scenario.controls), variants)[:_cut(cap)]):
-            asks.append((f"widget {name}", name, request, i == 0))
-
-    wanted: dict[tuple[str, str], Wanted] = {}
-    skipped: list[str] = []
-    for where, name, request, is_default in asks:
-        scenario = scenarios.get(name)
-        try:
-            params = scenario.params.model_validate(request)
-            ranks = scenario.world_size(params)
-        except ValidationError as exc:
-            if is_default:
-                raise ExportError(f"{where}: {name} rejects its own params {request}: {exc}") from None
-            skipped.append(f"{where}: {name} {_diff(scenario, request)}: {exc.errors()[0]['msg']}")
-            continue
-        if ranks > pool_size:
-            if is_default:
-                raise ExportError(f"{where}: {name} needs {ranks} ranks, the pool has {pool_size}")
-            skipped.append(f"{where}: {name} {_diff(scenario, request)}: needs {ranks} ranks")
-            continue
-        key = (name, canonical(params))
-        entry = wanted.setdefault(key, Wanted(name, params))
-        if request not in entry.requests:
-            entry.requests.append(request)
-        if where not in entry.where:
-            entry.where.append(where)
-    return list(wanted.values()), skipped, len(sims)
-
-
-def _cut(cap: int | None) -> int | None:
-    return None if cap is None else cap + 1  # the default, then `cap` variants
-
-
-def _diff(scenario: scenarios.Scenario, request: dict[str, Any]) -> str:
-    base = defaults(scenario)
-    return ", ".join(f"{k}={v}" for k, v in request.items() if base.get(k) != v) or "defaults"
 
 
 # -- reuse -------------------------------------------------------------------------------------------
-
-
-def source_hash(name: str) -> str:
-    """The scenario's module and the simulations modules it uses: a change to any re-records its runs."""
-    scenario = scenarios.get(name)
-    module = sys.modules[scenario.run.__module__]
-    files = {Path(inspect.getsourcefile(module)).resolve()}
-    for value in vars(module).values():
-        owner = value if inspect.ismodule(value) else sys.modules.get(getattr(value, "__module__", "") or "")
-        if owner is not None and owner.__name__.startswith("simulations.") and getattr(owner, "__file__", None):
-            files.add(Path(owner.__file__).resolve())
-    digest = hashlib.sha256(f"schema {SCHEMA_VERSION}\n".encode())
-    for path in sorted(files):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def _read_index(path: Path) -> dict[str, dict]:
@@ -314,7 +125,10 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def write_pages(settings: Settings, out: Path, used: list[str]) -> None:
+def write_pages(settings: Settings, out: Path, used: list[str], talk: Talk | None = None) -> None:
+    """Every page of the site (the deck and its tracks, plain and embedded; each used scenario's widget), the
+    static files and the scenario catalog, into `out`; `talk`: the deck under the settings' slides_dir if None."""
+    talk = talk or load_talk(settings.slides_dir)
     static = Path(settings.static_dir)
     for vendor in ("reveal.js", "katex", "d3"):
         if not (static / "vendor" / vendor).is_dir():
@@ -322,11 +136,12 @@ def write_pages(settings: Settings, out: Path, used: list[str]) -> None:
     shutil.copytree(static, out / "static", ignore=IGNORED_STATIC, dirs_exist_ok=True)
     _write(out / ".nojekyll", "")  # GitHub Pages: serve every file as is
     # The whole deck and each track (a static host has no query string to read: a page per track).
-    for track in [None, *(t.name for t in load_deck(Path(settings.slides_dir).resolve()).tracks)]:
+    for track in [None, *(t.name for t in talk.tracks)]:
         _write(out / track_page(track),
-               relative_urls(render_deck(settings, root="./", static_site=True, track=track), "./"))
+               relative_urls(render_deck(settings, talk, root="./", static_site=True, track=track), "./"))
         _write(out / "embed" / track_page(track),
-               relative_urls(render_deck(settings, embed=True, root="../", static_site=True, track=track), "../"))
+               relative_urls(render_deck(settings, talk, embed=True, root="../", static_site=True, track=track),
+                             "../"))
     for name in used:
         scenario = scenarios.get(name)
         # The recorded run of the widget's defaults: its first frame goes in the page, drawn at once.
@@ -377,7 +192,8 @@ def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, v
     out.mkdir(parents=True, exist_ok=True)
     report = ExportReport(out)
     pool_size = pool.size if pool is not None else settings.pool_size
-    wanted, report.skipped, report.live_sims = plan(settings, variants, pool_size)
+    talk = _load(settings)  # the one read of the slides: the runs are planned and the pages written from it
+    wanted, report.skipped, report.live_sims = plan(settings, variants, pool_size, talk=talk)
     index_path = out / "runs" / "index.json"
     previous = _read_index(index_path)
     hashes = {name: source_hash(name) for name in {w.scenario for w in wanted}}
@@ -406,7 +222,7 @@ def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, v
             if on_run:
                 on_run(item, "recording")
             run = simulate(pool, item.scenario, item.params)
-            label = f"{item.scenario} {_diff(scenarios.get(item.scenario), item.params.model_dump(mode='json'))}"
+            label = f"{item.scenario} {differences(scenarios.get(item.scenario), item.params.model_dump(mode='json'))}"
             if run.error is not None:
                 failures.append(f"{label} ({', '.join(item.where)}): the run failed: {run.error}")
             elif not run.summary.passed:
@@ -435,7 +251,8 @@ def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, v
         if stale not in kept:
             stale.unlink()
     _write(index_path, json.dumps({"schema_version": SCHEMA_VERSION, "runs": entries}, indent=1))
-    write_pages(settings, out, sorted({w.scenario for w in wanted if any(p.startswith("widget") for p in w.where)}))
+    write_pages(settings, out, sorted({w.scenario for w in wanted if any(p.startswith("widget") for p in w.where)}),
+                talk)
     precompress(out)
     if failures:
         raise ExportError(f"{len(failures)} run(s) failed, so the export is incomplete:\n  " + "\n  ".join(failures))

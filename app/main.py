@@ -2,7 +2,7 @@
 
 from fastapi import FastAPI
 
-from app import openapi, pages
+from app import openapi, responses
 from app.delivery import Compression, Static
 from app.head import HeadAsGet
 from app.routers import calculator, deck, embed, estimate, health, runs, simulations
@@ -17,7 +17,7 @@ def create_app(settings: Settings | None = None, pool: RankPool | None = None) -
     app = FastAPI(title="distdeck", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
     app.state.pool = pool
-    pages.install(app, settings)
+    responses.install(app, settings)
     # Inside HeadAsGet: a HEAD gets the GET's Content-Encoding and compressed Content-Length.
     app.add_middleware(Compression)
     app.add_middleware(HeadAsGet)  # HEAD wherever GET: see app/head.py

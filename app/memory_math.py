@@ -5,6 +5,7 @@ Ultra-Scale Playbook, Korthikanti et al.); this module only names what the slide
 formats it. The slides call these at render time, so no number on them is typed by hand.
 """
 
+from app.calculator import CalculatorParams, calculate
 from simulations import formulas, hardware
 
 GB = formulas.GB  # decimal gigabytes, as spec sheets and the Playbook's tables count
@@ -42,8 +43,6 @@ def zero_run_params(width: int, depth: int) -> int:
 def calculator(params: dict) -> dict:
     """What the memory calculator (GET /api/calculator, and the page's copy of it) shows for `params`,
     its own defaults filling the rest: a slide's note quotes the figures the calculator beside it shows."""
-    from app.routers.calculator import CalculatorParams, calculate  # the router imports FastAPI: only when asked
-
     return calculate(CalculatorParams(**params)).model_dump()
 
 

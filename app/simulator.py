@@ -1,4 +1,8 @@
-"""The simulator's life inside the server: started with the app, closed with it."""
+"""The simulator's life inside the server: started with the app, closed with it.
+
+Owns: the app's lifespan (pool, Simulator, recorded runs), DeckRuns (the talk's own runs, kept running when
+no one watches). Imports app.content (the runs the talk asks for), app.settings and simulations.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from app.content.runs import plan_runs
+from app.content.talk import load_talk
 from app.settings import Settings
 from simulations import scenarios
 from simulations.frames import RunFile
@@ -50,9 +56,8 @@ class DeckRuns:
     def _read(self) -> set[str]:
         keys: set[str] = set()
         try:
-            from app.export import plan
-
-            wanted, _, _ = plan(self.settings, "default", pool_size=8)  # (a run too large for the pool never starts)
+            talk = load_talk(self.settings.slides_dir)
+            wanted, _, _ = plan_runs(talk, "default", pool_size=8)  # (a run too large for the pool never starts)
             keys |= {run_key(w.scenario, w.params) for w in wanted}
         except Exception as exc:  # noqa: BLE001 - a deck that does not load still serves its runs
             log.warning("could not read the deck's runs (%s); keeping only scenario defaults", exc)

@@ -6,13 +6,12 @@ the API behind these pages is /api/runs and /api/runs/{id}/frames (app/routers/s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from app.routers.embed import first_frame, relative_href, render_widget
-from app.slides import jinja_env
+from app.pages.runs import render_runs
+from app.pages.widget import first_frame, render_widget
+from app.responses import relative_href
 from simulations import scenarios
 
 router = APIRouter(tags=["runs"])
@@ -20,10 +19,7 @@ router = APIRouter(tags=["runs"])
 
 @router.get("/runs", response_class=HTMLResponse, summary="The recorded runs this server replays")
 def recorded_runs_page(request: Request) -> HTMLResponse:
-    settings = request.app.state.settings
-    env = jinja_env(Path(settings.slides_dir).resolve())
-    runs = request.app.state.recorded_runs
-    return HTMLResponse(env.get_template("runs.html.j2").render(runs=runs, runs_dir=settings.runs_dir))
+    return HTMLResponse(render_runs(request.app.state.settings, request.app.state.recorded_runs))
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse, summary="Replay one recorded run in the player",

@@ -107,7 +107,7 @@ MODELS: dict[str, Model] = {
 }
 
 # What screens call each preset (the layout chooser, the cluster control, the projected view: static/js/presets.js
-# reads them from the page, app/slides.estimator_presets)
+# reads them from the page, app/content/markup.estimator_presets)
 TITLES: dict[str, str] = {"gpt3-175b": "GPT-3 175B", "llama3-8b": "Llama 3 8B", "llama3-70b": "Llama 3 70B",
                           "llama3-405b": "Llama 3 405B", "mixtral-8x7b": "Mixtral 8x7B"}
 

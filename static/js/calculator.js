@@ -5,7 +5,7 @@
  *
  * The numbers are REFERENCE.md's formulas, computed in the page so that the calculator works
  * without a server (a static copy, a blog): `calculate` follows simulations.formulas.per_gpu_memory
- * and app/routers/calculator.calculate operation for operation, and
+ * and app/calculator.calculate operation for operation, and
  * tests/browser/test_calculator_formulas.py checks that the two give the same bytes over a grid
  * of inputs (and that the bounds below are the API's). GET /api/calculator answers the same.
  *
@@ -120,7 +120,7 @@ export function calculate(p, memoryLines) {
   };
 }
 
-// -- the inputs (bounds as app/routers/calculator.CalculatorParams) --------------------------------
+// -- the inputs (bounds as app/calculator.CalculatorParams) ----------------------------------------
 
 export const FIELDS = [
   { name: 'model', label: 'Model', type: 'select', options: ['1B', '7B', '70B', '405B', 'custom'], value: '7B' },

@@ -1,7 +1,7 @@
 /**
  * The estimator's GPUs and model presets with what screens call them, for every control and view that offers or
  * names them: ids stay in the requests, names on screen. One source: the server's catalogs (simulations.hardware,
- * simulations.estimate.models), which every page carries as JSON (app/slides.estimator_presets, base.html.j2),
+ * simulations.estimate.models), which every page carries as JSON (app/content/markup.estimator_presets, base.html.j2),
  * so a GPU added to the catalog is offered here too.
  */
 const element = document.getElementById('estimator-presets');

@@ -180,7 +180,7 @@ def test_the_first_view_waits_for_the_html_alone(client, path, entry):
     html = client.get(path).text
     assert not re.search(r'<link rel="(?:stylesheet|modulepreload)"', html)
     assert not re.search(r'<link rel="preload"[^>]*as="script"', html)
-    # a slide's own module scripts are inert (app/routers/deck.py after_paint) until then
+    # a slide's own module scripts are inert (app/pages/assets.py after_paint) until then
     assert not re.search(r'<script(?![^>]*type="distdeck/after-paint")[^>]*\bsrc=', html), "fetched while parsed"
     assert "<script type=\"module\"" not in html
     style = re.search(r"<head>.*?<style>(.*?)</style>", html, re.S).group(1)

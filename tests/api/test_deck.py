@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from app import memory_math
 from app.main import create_app
 from app.settings import Settings
-from app.slides import load_deck
+from app.content.manifest import load_deck
 from simulations import formulas
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def test_query_values_never_reach_the_page_unescaped(client):
 
 
 def test_live_macro_output_is_escaped_json():
-    from app.slides import jinja_env
+    from app.content.markup import jinja_env
 
     env = jinja_env((ROOT / "slides").resolve())
     params = {"name": "it's <b>\"quoted\"</b>", "world_size": 4}

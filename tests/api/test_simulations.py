@@ -133,7 +133,7 @@ def test_a_run_larger_than_the_pool_is_422_naming_the_pool_size(pool):
 
 
 def test_the_widget_page_carries_the_cached_runs_first_frame_and_starts_no_run(client):
-    from app.routers.embed import first_frame
+    from app.pages.widget import first_frame
 
     query = "world_size=2&steps=1&width=4"
     cold = client.get(f"/embed/ddp?{query}").text

@@ -1,6 +1,6 @@
 """The memory calculator computes in the page (static/js/calculator.js), so that it works without a
 server. Its numbers must be simulations.formulas' numbers: the page's `calculate` is run in
-Chromium over a grid of inputs and compared, field by field, with app.routers.calculator.calculate
+Chromium over a grid of inputs and compared, field by field, with app.calculator.calculate
 (which calls simulations.formulas). Its input bounds must be the API's, and bad input is refused
 naming the field."""
 
@@ -12,7 +12,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from app.routers.calculator import CalculatorParams, calculate
+from app.calculator import CalculatorParams, calculate
 from simulations import hardware
 
 pytestmark = pytest.mark.browser

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.slides import load_deck
+from app.content.manifest import load_deck
 
 pytestmark = pytest.mark.browser
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.slides import load_deck
+from app.content.manifest import load_deck
 from tests.browser.sites import sites, stop_all
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

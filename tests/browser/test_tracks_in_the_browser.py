@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.slides import load_deck
+from app.content.manifest import load_deck
 
 pytestmark = pytest.mark.browser
 
@@ -122,8 +122,8 @@ def test_the_embed_and_print_show_the_track(page, deck_url):
 
 
 def budget_clock(slide_id: str) -> str:
-    from app import pacing
-    from app.slides import jinja_env, render_slides
+    from app.content import pacing
+    from app.content.markup import jinja_env, render_slides
 
     slides_dir = Path(__file__).resolve().parents[2] / "slides"
     html = dict(zip([s.id for s in TWENTY.slides], render_slides(TWENTY, jinja_env(slides_dir.resolve()))))
@@ -158,20 +158,20 @@ def test_the_static_export_answers_index_html_with_a_track(page, site):
 
 
 def test_the_players_grouping_of_frames_is_the_budgets(page, deck_url):
-    """app/pacing.py's group_frames is the player's groupFrames (player.js, authoritative) on every recorded run,
+    """app/content/steps.py's group_frames is the player's groupFrames (player.js, authoritative) on every recorded run,
     at the player's budget with and without a question; and on a live slide, the presses the player gives its
     run are the presses the slide's time budget counts."""
-    from app import pacing
-    from app.slides import jinja_env, render_slides
+    from app.content import pacing, steps
+    from app.content.markup import jinja_env, render_slides
 
-    cases = [[pacing.expand(run["phases"]), budget] for run in pacing.recorded_phases().values()
-             for budget in (pacing.MAX_STEPS, pacing.MAX_STEPS - 1)]
-    cases += [[["setup"] + ["slot"] * n + ["done"], pacing.MAX_STEPS] for n in (19, 21, 30, 47)]  # split rounding
+    cases = [[steps.expand(run["phases"]), budget] for run in pacing.recorded_phases().values()
+             for budget in (steps.MAX_STEPS, steps.MAX_STEPS - 1)]
+    cases += [[["setup"] + ["slot"] * n + ["done"], steps.MAX_STEPS] for n in (19, 21, 30, 47)]  # split rounding
     open_deck(page, f"{deck_url}/#/ddp-memory/0")
     grouped = page.evaluate("""async (cases) => {
         const { groupFrames } = await import('/static/js/player/player.js');
         return cases.map(([phases, budget]) => groupFrames(phases.map((phase) => ({ phase })), budget)); }""", cases)
-    assert grouped == [[list(g) for g in pacing.group_frames(phases, budget)] for phases, budget in cases]
+    assert grouped == [[list(g) for g in steps.group_frames(phases, budget)] for phases, budget in cases]
 
     slides_dir = Path(__file__).resolve().parents[2] / "slides"
     html = render_slides(DECK, jinja_env(slides_dir.resolve()))

@@ -1,7 +1,7 @@
 """The estimator's GPUs and model presets reach the pages' scripts from the catalogs, not typed in JavaScript.
 
 static/js/presets.js (the layout chooser, the cluster control, the projected view) reads them from the JSON every
-page carries (app/templates/base.html.j2, app.slides.estimator_presets), so a GPU added to simulations.hardware
+page carries (app/templates/base.html.j2, app.content.markup.estimator_presets), so a GPU added to simulations.hardware
 (the A100 40 GB) is offered without a second list.
 """
 
@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from app.settings import Settings
-from app.slides import estimator_presets, jinja_env
+from app.content.markup import estimator_presets, jinja_env
 from simulations.estimate import GPUS, MODELS
 
 ROOT = Path(__file__).resolve().parents[2]

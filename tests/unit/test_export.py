@@ -11,7 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from app import export
-from app.export import ExportError, control_values, export_site, plan
+from app.content import live
+from app.content.live import control_values
+from app.export import ExportError, export_site, plan
 from app.settings import Settings
 from simulations import scenarios
 from simulations.frames import Check, RunFile, Summary
@@ -78,7 +80,7 @@ def test_export_writes_a_static_site_with_relative_urls_and_recorded_runs(settin
         assert run.meta.scenario == "ddp" and run.meta.world_size == size and run.summary.passed
         assert entry["frames"] == len(run.frames) > 0
         assert entry["file"] == f"runs/ddp/{entry['id']}.json"
-    assert by_size[2]["requests"][0] == {**export.defaults(scenarios.get("ddp")), "world_size": 2, "steps": 1}
+    assert by_size[2]["requests"][0] == {**live.defaults(scenarios.get("ddp")), "world_size": 2, "steps": 1}
     assert "slide tiny-live" in by_size[2]["where"] and "widget ddp" in by_size[4]["where"]
 
 
@@ -100,8 +102,8 @@ def test_reexport_reuses_unchanged_runs_and_rerecords_when_the_scenario_changes(
 
 
 def test_source_hash_follows_the_scenario_code():
-    assert export.source_hash("ddp") == export.source_hash("ddp")
-    assert export.source_hash("ddp") != export.source_hash("pipeline")
+    assert live.source_hash("ddp") == live.source_hash("ddp")
+    assert live.source_hash("ddp") != live.source_hash("pipeline")
 
 
 def test_grid_varies_one_control_at_a_time_within_the_schema(settings):
@@ -121,12 +123,12 @@ def test_grid_varies_one_control_at_a_time_within_the_schema(settings):
 
 def test_control_values_from_the_json_schema():
     pipeline = scenarios.get("pipeline").params.model_json_schema()
-    assert control_values(export._field_schema(pipeline, "schedule"), "1f1b") == [
+    assert control_values(live._field_schema(pipeline, "schedule"), "1f1b") == [
         "gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
-    assert control_values(export._field_schema(pipeline, "microbatches"), 8) == [4, 8, 16]
+    assert control_values(live._field_schema(pipeline, "microbatches"), 8) == [4, 8, 16]
     zero = scenarios.get("zero").params.model_json_schema()
-    assert control_values(export._field_schema(zero, "stage"), 3) == [0, 1, 2, 3]
-    assert control_values(export._field_schema(zero, "cpu_offload"), False) == [False, True]
+    assert control_values(live._field_schema(zero, "stage"), 3) == [0, 1, 2, 3]
+    assert control_values(live._field_schema(zero, "cpu_offload"), False) == [False, True]
 
 
 def test_a_failing_run_fails_the_export_with_the_reason(settings, tmp_path, pool, monkeypatch):

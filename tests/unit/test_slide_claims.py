@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from app.routers.calculator import CalculatorParams, calculate
-from app.slides import jinja_env, load_deck, render_slides
+from app.calculator import CalculatorParams, calculate
+from app.content.manifest import load_deck
+from app.content.markup import jinja_env, render_slides
 from simulations import formulas, hardware
 
 SLIDES = (Path(__file__).resolve().parents[2] / "slides").resolve()

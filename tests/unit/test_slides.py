@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from app import memory_math as mem
-from app.slides import ManifestError, jinja_env, load_deck, render_slides
+from app.content.manifest import ManifestError, load_deck
+from app.content.markup import jinja_env, render_slides
 
 ROOT = Path(__file__).resolve().parents[2]
 SLIDES = (ROOT / "slides").resolve()

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.slides import jinja_env, load_deck, render_slides
+from app.content.manifest import load_deck
+from app.content.markup import jinja_env, render_slides
 from simulations import formulas
 
 SLIDES = (Path(__file__).resolve().parents[2] / "slides").resolve()

@@ -1,5 +1,5 @@
 """Tracks (slides/tracks.toml): talks for a 20-, 45- and 90-minute slot, each a story of its own,
-and the pacing budgets (app/pacing.py) that say whether each fits its slot."""
+and the pacing budgets (app/content/pacing.py) that say whether each fits its slot."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app import pacing
-from app.slides import ManifestError, jinja_env, load_deck, render_slides
+from app.content import pacing, steps
+from app.content.live import default_runs, source_hash
+from app.content.manifest import ManifestError, load_deck
+from app.content.markup import jinja_env, render_slides
 
 ROOT = Path(__file__).resolve().parents[2]
 SLIDES = (ROOT / "slides").resolve()
@@ -142,39 +144,38 @@ def test_group_frames_follows_the_players_rule():
     """The rule of static/js/player/player.js's groupFrames (the browser test checks the two agree on every
     recorded run): a frame a step up to the budget; runs of one phase, a gather joined by its free; a few
     long phases cut into about 16 steps; too many groups merged evenly."""
-    assert pacing.group_frames(["setup"] + ["forward"] * 19) == [(i, i) for i in range(20)]
+    assert steps.group_frames(["setup"] + ["forward"] * 19) == [(i, i) for i in range(20)]
     joined = ["setup"] + ["all_gather", "free", "free", "forward"] * 6  # 25 frames, 13 groups
-    assert pacing.group_frames(joined)[:4] == [(0, 0), (1, 3), (4, 4), (5, 7)]
+    assert steps.group_frames(joined)[:4] == [(0, 0), (1, 3), (4, 4), (5, 7)]
     few = ["setup"] + ["slot"] * 30 + ["done"]
-    steps = pacing.group_frames(few)
-    assert len(steps) == 16 and steps[0] == (0, 0) and steps[-1] == (31, 31)
-    assert [a for a, _ in steps[1:]] == sorted({a for a, _ in steps[1:]})  # pieces of the long phase, in order
+    grouped = steps.group_frames(few)
+    assert len(grouped) == 16 and grouped[0] == (0, 0) and grouped[-1] == (31, 31)
+    assert [a for a, _ in grouped[1:]] == sorted({a for a, _ in grouped[1:]})  # pieces of the long phase, in order
     many = [f"phase{i}" for i in range(45)]
-    assert pacing.group_frames(many) == [(i, min(i + 2, 44)) for i in range(0, 45, 3)]  # 45 groups, 3 a step
-    assert pacing.js_round(2.5) == 3 and pacing.js_round(3.5) == 4  # JavaScript's Math.round, not banker's
+    assert steps.group_frames(many) == [(i, min(i + 2, 44)) for i in range(0, 45, 3)]  # 45 groups, 3 a step
+    assert steps.js_round(2.5) == 3 and steps.js_round(3.5) == 4  # JavaScript's Math.round, not banker's
 
 
 def test_every_live_slide_has_a_current_recording(deck, rendered):
     """Each live slide's default run is in slides/live_steps.json, recorded from the scenario's current source
-    (its hash, as the static export computes it). If this fails: `.venv/bin/python -m app.pacing`."""
-    from app.export import source_hash
+    (its hash, as the static export computes it). If this fails: `.venv/bin/python -m app.content.pacing`."""
 
     recorded = pacing.recorded_phases()
     missing, stale = [], []
     for slide in deck.slides:
-        for scenario, params in pacing.live_runs(rendered[slide.id]):
+        for scenario, params in default_runs(rendered[slide.id]):
             entry = recorded.get(pacing.run_key(scenario, params))
             if entry is None:
                 missing.append(f"{slide.id} ({scenario})")
             elif entry["source_hash"] != source_hash(scenario):
                 stale.append(f"{slide.id} ({scenario})")
     assert not missing and not stale, (f"not recorded: {missing}; recorded from an older source: {stale}; "
-                                       "record them again with `.venv/bin/python -m app.pacing`")
+                                       "record them again with `.venv/bin/python -m app.content.pacing`")
 
 
 def test_a_live_slides_budget_counts_its_own_presses(deck, rendered, budgets):
     """A short run is budgeted at its few presses, a long one at the player's most (was: 16 for every run)."""
-    assert budgets["ep-live"].steps < 10 < budgets["ddp-memory"].steps == pacing.MAX_STEPS
+    assert budgets["ep-live"].steps < 10 < budgets["ddp-memory"].steps == steps.MAX_STEPS
 
 
 # ---- the manifest's checks ----

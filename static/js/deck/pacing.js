@@ -2,7 +2,7 @@
  * Pacing in the speaker window: the time left in the talk, this slide's budget, and whether the
  * presenter is ahead or behind, in words and colour.
  *
- * Every slide has a budget in seconds (app/pacing.py: its notes read at 140 words a minute, its
+ * Every slide has a budget in seconds (app/content/pacing.py: its notes read at 140 words a minute, its
  * steps, its prediction questions), sent in the page's config with the slot the talk must fit (a
  * track's minutes; the whole deck's budgets added up). The plan at a position is the budgets of the
  * slides before it plus the share of this slide's budget its step has reached; the clock is compared

@@ -13,7 +13,10 @@ authoritative; tests/browser/test_tracks_in_the_browser.py checks that the two a
 phases come from real runs, recorded in slides/live_steps.json with each scenario's source hash;
 after changing a live slide or a scenario, record them again (a few minutes, on the warm pool):
 
-    .venv/bin/python -m app.pacing
+    .venv/bin/python -m app.content.pacing
+
+Owns: the budget model and its constants, and recording the live slides' phases. Imports app.content's
+manifest, markup, live and steps modules (and, to record, app.settings and simulations.runtime).
 """
 
 from __future__ import annotations
@@ -25,7 +28,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from app.slides import Deck
+from app.content.live import default_runs, run_id, source_hash
+from app.content.manifest import Deck, load_deck
+from app.content.markup import jinja_env, render_slides
+from app.content.steps import MAX_STEPS, compress, expand, group_frames
+from simulations import scenarios
 
 # Tauroza & Allison, "Speech rates in British English", Applied Linguistics 11(1):90-105 (1990):
 # 125-160 words per minute is an average rate across lectures, interviews and radio; a talk read
@@ -34,20 +41,8 @@ WORDS_PER_MINUTE = 140
 # A press that stays on the slide: the step's animation plays for up to 2.4 s (STEP_PLAY_MS in
 # static/js/player/player.js), then the audience reads what changed. An assumption, stated here.
 SECONDS_PER_STEP = 5
-# The player's grouping of a run's frames into presses (static/js/player/player.js, the same names):
-# at most MAX_STEPS presses (one fewer after a "predict, then run" question, itself a press); a run of
-# fewer than FEW_PHASES phases cut into about SPLIT_TARGET; phases that continue the one before them.
-MAX_STEPS = 20
-SPLIT_TARGET = 16
-FEW_PHASES = 6
-JOINS = {
-    "all_gather": {"free", "reduce_scatter"},
-    "reduce_scatter": {"free"},
-    "pseudo_gradient": {"outer_sync", "outer_step"},
-    "outer_sync": {"outer_step"},
-}
 # The recorded phases of every live slide's default run (module docstring: how to record them again).
-LIVE_STEPS_FILE = Path(__file__).resolve().parents[1] / "slides" / "live_steps.json"
+LIVE_STEPS_FILE = Path(__file__).resolve().parents[2] / "slides" / "live_steps.json"
 # A "predict, then run" question: read it, let the room pick, then run.
 PREDICTION_PAUSE_S = 30
 
@@ -55,88 +50,16 @@ NOTES = re.compile(r'<aside class="notes">(.*?)</aside>', re.S)
 TAG = re.compile(r"<[^>]+>")
 
 
-def group_frames(phases: list[str], max_steps: int = MAX_STEPS) -> list[tuple[int, int]]:
-    """Steps of a finished run, as (first frame, last frame) pairs, from its frames' phases: the player's
-    groupFrames, line for line (a frame each up to max_steps; else runs of one phase with the phases that
-    join them, a few long runs cut into pieces, too many groups merged evenly)."""
-    n = len(phases)
-    if n <= max_steps:
-        return [(i, i) for i in range(n)]
-    groups: list[list[int]] = []
-    for i in range(n):
-        joins = i > 0 and (phases[i] == phases[i - 1] or phases[i] in JOINS.get(phases[i - 1], ()))
-        if groups and joins:
-            groups[-1][1] = i
-        else:
-            groups.append([i, i])
-    if len(groups) < FEW_PHASES:
-        pieces = [1] * len(groups)
-
-        def size(g: int) -> float:
-            return (groups[g][1] - groups[g][0] + 1) / pieces[g]
-
-        for _ in range(len(groups), SPLIT_TARGET):
-            best = 0
-            for g in range(1, len(groups)):
-                if size(g) > size(best):
-                    best = g
-            if size(best) <= 1:
-                break
-            pieces[best] += 1
-        groups = [[a + js_round(k * (b - a + 1) / pieces[g]), a + js_round((k + 1) * (b - a + 1) / pieces[g]) - 1]
-                  for g, (a, b) in enumerate(groups) for k in range(pieces[g])]
-    if len(groups) > max_steps:
-        per = -(-len(groups) // max_steps)
-        groups = [[groups[g][0], groups[min(g + per, len(groups)) - 1][1]] for g in range(0, len(groups), per)]
-    return [(a, b) for a, b in groups]
-
-
-def js_round(x: float) -> int:
-    """JavaScript's Math.round: halves up (Python's round() rounds halves to even)."""
-    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)
-
-
-def expand(runs: list[list]) -> list[str]:
-    """[[phase, count], ...] (how live_steps.json stores a run's phases) -> one phase per frame."""
-    return [phase for phase, count in runs for _ in range(count)]
-
-
-def compress(phases: list[str]) -> list[list]:
-    out: list[list] = []
-    for phase in phases:
-        if out and out[-1][0] == phase:
-            out[-1][1] += 1
-        else:
-            out.append([phase, 1])
-    return out
-
-
 @lru_cache(maxsize=1)
 def recorded_phases() -> dict[str, dict[str, Any]]:
-    """slides/live_steps.json's runs by run id (app.export.run_id): scenario, params, source hash, phases."""
+    """slides/live_steps.json's runs by run id (app.content.live.run_id): scenario, params, source hash, phases."""
     try:
         return json.loads(LIVE_STEPS_FILE.read_text())["runs"]
     except (OSError, ValueError, KeyError):
         return {}
 
 
-def live_runs(slide_html: str) -> list[tuple[str, dict[str, Any]]]:
-    """The default runs a slide's players start: (scenario, its params over the scenario's defaults), validated."""
-    from app.export import find_live_sims, variant_requests
-    from simulations import scenarios
-
-    out = []
-    for sim in find_live_sims([slide_html]):
-        scenario = scenarios.get(sim.scenario)
-        request = variant_requests(scenario, sim.params, [], "default")[0]
-        out.append((sim.scenario, scenario.params.model_validate(request).model_dump(mode="json")))
-    return out
-
-
 def run_key(scenario: str, params: dict[str, Any]) -> str:
-    from app.export import run_id
-    from simulations import scenarios
-
     return run_id(scenario, scenarios.get(scenario).params.model_validate(params))
 
 
@@ -144,7 +67,7 @@ def live_steps(slide_html: str) -> int | None:
     """Presses the slide's live run takes in the player at its default parameters (the most of its players,
     which step together), from the recorded phases; None if the slide has no live run. A run not recorded
     counts MAX_STEPS, the most the player allows (tests/unit/test_tracks.py requires every one recorded)."""
-    runs = live_runs(slide_html)
+    runs = default_runs(slide_html)
     if not runs:
         return None
     budget = MAX_STEPS - (1 if 'class="predict"' in slide_html else 0)
@@ -190,9 +113,7 @@ def budgets(deck: Deck, slides_html: list[str]) -> dict[str, Budget]:
 def record(out: Path = LIVE_STEPS_FILE, log=print) -> dict[str, dict[str, Any]]:
     """Run every live slide's default run on a warm pool and write its frames' phases to `out`; a run whose
     scenario's source is unchanged since it was recorded is kept. Raises RuntimeError if a run fails."""
-    from app.export import source_hash
     from app.settings import Settings
-    from app.slides import jinja_env, load_deck, render_slides
     from simulations.runtime import RankPool, simulate
 
     settings = Settings()
@@ -200,7 +121,7 @@ def record(out: Path = LIVE_STEPS_FILE, log=print) -> dict[str, dict[str, Any]]:
     deck = load_deck(slides_dir)
     wanted: dict[str, tuple[str, dict[str, Any], list[str]]] = {}
     for slide, html in zip(deck.slides, render_slides(deck, jinja_env(slides_dir)), strict=True):
-        for scenario, params in live_runs(html):
+        for scenario, params in default_runs(html):
             wanted.setdefault(run_key(scenario, params), (scenario, params, []))[2].append(slide.id)
     previous = recorded_phases() if out == LIVE_STEPS_FILE else {}
     hashes = {scenario: source_hash(scenario) for scenario, _, _ in wanted.values()}
@@ -227,8 +148,8 @@ def record(out: Path = LIVE_STEPS_FILE, log=print) -> dict[str, dict[str, Any]]:
     finally:
         if pool is not None:
             pool.close()
-    about = ("Each live slide's default run: its frames' phases, recorded by `python -m app.pacing` "
-             "(app/pacing.py) for the slides' time budgets.")
+    about = ("Each live slide's default run: its frames' phases, recorded by `python -m app.content.pacing` "
+             "(app/content/pacing.py) for the slides' time budgets.")
     lines = [f"  {json.dumps(key)}: {json.dumps(runs[key], ensure_ascii=False)}" for key in sorted(runs)]
     out.write_text(f'{{\n "about": {json.dumps(about)},\n "runs": {{\n' + ",\n".join(lines) + "\n }\n}\n")
     recorded_phases.cache_clear()

@@ -1,7 +1,12 @@
-"""What every response shares: security headers, and HTML error pages instead of tracebacks."""
+"""What every response shares: security headers, and HTML error pages instead of tracebacks; and the small
+HTTP helpers the routers share (an HTML error response, a link back to the page asked for).
+
+Owns: the SecurityHeaders middleware, the exception handlers (install), html_error, relative_href. Imports
+app.pages.errors (the error page) and app.settings; imported by app.main and the routers.
+"""
 
 import logging
-from pathlib import Path
+from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -9,8 +14,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.pages.errors import render_error
 from app.settings import Settings
-from app.slides import jinja_env
 
 log = logging.getLogger("distdeck")
 
@@ -61,10 +66,21 @@ def _wants_json(request: Request) -> bool:
 def error_page(request: Request, status_code: int) -> HTMLResponse:
     heading, message = ERROR_TEXT.get(status_code, ("Error", "The server could not answer"))
     settings: Settings = request.app.state.settings
-    html = jinja_env(Path(settings.slides_dir).resolve()).get_template("error.html.j2").render(
-        status_code=status_code, heading=heading, message=message, path=request.url.path
-    )
-    return HTMLResponse(html, status_code=status_code)
+    return HTMLResponse(render_error(settings, status_code, heading, message, path=request.url.path),
+                        status_code=status_code)
+
+
+def html_error(request: Request, status_code: int, heading: str, message: str) -> HTMLResponse:
+    """An error page that says what was wrong with the request (a 422 naming the field and its bound)."""
+    return HTMLResponse(render_error(request.app.state.settings, status_code, heading, message),
+                        status_code=status_code)
+
+
+def relative_href(last_segment: str, request: Request) -> str:
+    """"Open in a new tab": this same page, with its query, as a link relative to it. Never built from
+    the Host header, which the client chooses (a reflected host would point the link at any site)."""
+    query = urlencode(list(request.query_params.multi_items()), safe=",")
+    return "./" + quote(last_segment, safe="") + (f"?{query}" if query else "")
 
 
 def install(app: FastAPI, settings: Settings) -> None:

@@ -1,4 +1,4 @@
-"""The talk: sections discovered under slides/sections/, each with its own manifest, rendered by Jinja.
+"""The talk's manifest: sections discovered under slides/sections/, each with its own, and the tracks.
 
 Layout (so that a new section never touches a shared file):
 
@@ -15,21 +15,16 @@ this slide must have those too).
 
     slides/tracks.toml               the talks for a conference slot (?track=20): one [[tracks]] table
                                      each, name, title, minutes, and its slides' ids in deck order
+
+Owns: the Slide, Section, Track and Deck models and reading them from those files, checked. Imports
+nothing of app/.
 """
 
 import tomllib
-from functools import lru_cache
 from pathlib import Path
 
-from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined
 from pydantic import BaseModel, Field, ValidationError
 
-from app import estimate_math, memory_math
-from simulations import formulas, hardware
-from simulations.estimate import trust
-from simulations.estimate.models import MODELS, TITLES
-
-TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 SLIDE_ID_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 TRACKS_FILE = "tracks.toml"
 
@@ -152,57 +147,3 @@ def load_tracks(path: Path, order: dict[str, int]) -> list[Track]:
         if positions != sorted(set(positions)):
             raise ManifestError(f"{path}: track {track.name!r} must list its slides once each, in deck order")
     return tracks
-
-
-def track_query(track: str | None, embed: bool = False) -> str:
-    """The query string that opens the deck in `track` (None: the whole deck), keeping an embed an embed."""
-    params = ([f"track={track}"] if track else []) + (["embed=1"] if embed else [])
-    return "?" + "&".join(params) if params else "?"
-
-
-def track_choices(deck: Deck, embed: bool = False) -> list[dict]:
-    """The choice of talk (title slide, top bar): each track and the whole deck, the current one marked."""
-    current = deck.track.name if deck.track else None
-    return [{"name": t.name, "label": f"{t.minutes} min", "title": t.title, "slides": len(t.slides),
-             "href": track_query(t.name, embed), "current": t.name == current} for t in deck.tracks] + [
-        {"name": None, "label": "Full deck", "title": "Every slide", "slides": None,
-         "href": track_query(None, embed), "current": current is None}]
-
-
-def estimator_presets() -> dict[str, list[list[str]]]:
-    """The estimator's GPUs and model presets as [id, what screens call it], from their catalogs
-    (simulations.hardware, simulations.estimate.models): every page carries them for static/js/presets.js."""
-    return {"gpus": [[gpu.name, gpu.short or gpu.title] for gpu in hardware.GPUS.values()],
-            "models": [[name, TITLES[name]] for name in MODELS]}
-
-
-@lru_cache(maxsize=4)
-def jinja_env(slides_dir: Path) -> Environment:
-    """One environment for page templates (app/templates) and slides (slides/)."""
-    env = Environment(
-        loader=ChoiceLoader([FileSystemLoader(TEMPLATES_DIR), FileSystemLoader(slides_dir)]),
-        autoescape=True,  # every template is HTML; query values must never reach markup raw
-        undefined=StrictUndefined,  # a typo in a slide fails the render (and the tests), not silently
-        auto_reload=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.globals["mem"] = memory_math
-    env.globals["hardware"] = hardware  # simulations.hardware: the one GPU catalog
-    env.globals["formulas"] = formulas  # simulations.formulas, for slides that compute figures at render time
-    env.globals["scale"] = estimate_math  # simulations.estimate, for the at-scale slides' times
-    env.globals["trust"] = trust  # simulations.estimate.trust: the estimator's error on the validation tables
-    env.globals["estimator_presets"] = estimator_presets()  # GPU and model names for the pages' scripts
-    env.filters["gb"] = memory_math.gb
-    env.globals["track_choices"] = track_choices  # the title slide's choice of talk
-    return env
-
-
-def render_slides(deck: Deck, env: Environment, **context) -> list[str]:
-    """Each slide's <section> markup, in deck order."""
-    rendered = []
-    for number, slide in enumerate(deck.slides, start=1):
-        template = env.get_template(slide.template_path)
-        section = next(s for s in deck.sections if s.slug == slide.section_slug)
-        rendered.append(template.render(slide=slide, section=section, deck=deck, number=number, **context))
-    return rendered
