@@ -20,3 +20,13 @@ def every(n: int, noun: str, many: str | None = None) -> str:
     if n == 2:
         return f"both {plural(n, noun, many)}"
     return f"all {counted(n, noun, many)}"
+
+
+def each_of(n: int, noun: str, many: str | None = None) -> str:
+    """ "the 1 sync", "each of the 3 syncs"."""
+    return f"the 1 {noun}" if n == 1 else f"each of the {counted(n, noun, many)}"
+
+
+def once_every(n: int, noun: str, many: str | None = None) -> str:
+    """ "every step", "every 4 steps"."""
+    return f"every {noun}" if n == 1 else f"every {counted(n, noun, many)}"

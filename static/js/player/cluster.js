@@ -9,14 +9,13 @@
  * control is not offered there.
  */
 import { staticSite } from './source.js';
-import { value as count } from './format.js'; // 1,024
+import { counted, value as count } from './format.js'; // 1,024
 import { GPU_NAMES, MODEL_NAMES } from '../presets.js';
 import { clusterSizes, fetchProjection, render } from './views/projected.js';
 
 // The scenarios GET /api/estimate/replay maps onto a cluster (app.estimate_math.replay).
 export const REPLAYED = ['basics', 'pipeline', 'ddp', 'zero', 'hsdp', 'tensor_parallel', 'parallel_3d', 'ring_attention', 'ulysses', 'expert_parallel', 'diloco', 'failures'];
 const MEASURED = 'measured on this machine';
-const counted = (n, noun) => `${count(n)} ${n === 1 ? noun : `${noun}s`}`;
 
 /**
  * Where a run was measured, as its badge says it: a live run on this machine; a recorded one (serve --runs) where
