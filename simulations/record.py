@@ -21,9 +21,6 @@ import typer
 
 from simulations import scenarios
 from simulations.params import ParamError, parse_params
-# What the pool's ranks import before their first job: DDP's first use imports torch._dynamo (2.6 s measured),
-# which would otherwise sit on the timeline before the first step.
-from simulations.runtime import preload  # noqa: F401
 from simulations.runtime.execute import NotEnoughGPUs, pick_backend, provenance, run_on_rank
 from simulations.runtime.runs import new_run
 from simulations.words import counted
@@ -54,6 +51,10 @@ def record(
         if os.environ.get("LOCAL_RANK", "0") == "0":
             typer.echo(f"error: {exc.advice('--nproc-per-node {gpus}')}", err=True)
         raise typer.Exit(2) from None
+    # What the pool's ranks import before their first job: DDP's first use imports torch._dynamo (2.6 s measured),
+    # which would otherwise sit on the timeline before the first step.
+    from simulations.runtime import preload  # noqa: F401
+
     dist.init_process_group(chosen)
     rank = dist.get_rank()
     try:

@@ -9,12 +9,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 from markupsafe import escape
 
 from app.main import create_app
 from app.settings import Settings
 from simulations.frames import RunFile
+from simulations.words import counted
 from tests.served import free_port
 from tests.sse import read_events
 
@@ -22,11 +24,11 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def torchrun(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+def torchrun(*args: str, timeout: float = 180, attempts: int = 2) -> subprocess.CompletedProcess:
     """`simulations.record` under torchrun on 2 local ranks. A rank killed by a signal (gloo's TCP transport
     aborting, seen once in a full suite on a 2-core machine and not in 15 reruns) is tried once more: a bug in
     the run fails both times, and fails with an exit code, not a signal."""
-    for attempt in range(2):
+    for attempt in range(attempts):
         port = free_port()  # for the rendezvous: port 0 would reach the workers as 0
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
                    "-m", "simulations.record", *args]
@@ -88,3 +90,14 @@ def test_torchrun_with_params_for_another_world_size_exits_2_with_a_message(tmp_
     assert done.returncode != 0
     assert "these params need 5 ranks, but torchrun started 2" in done.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="this machine has a GPU for each of the 2 ranks")
+def test_torchrun_on_nccl_with_more_ranks_than_gpus_is_refused_by_each_rank_before_nccl_starts(tmp_path):
+    # One attempt: torchrun stops rank 1 by a signal once rank 0 has exited, which is no transport fault here.
+    done = torchrun("ddp", "--backend", "nccl", "--out", str(tmp_path / "x.json"), timeout=120, attempts=1)
+    assert done.returncode != 0 and not (tmp_path / "x.json").exists()
+    said = f"2 ranks asked on this machine, {counted(torch.cuda.device_count(), 'GPU')} visible"
+    assert done.stderr.count(said) == 1, done.stderr[-3000:]  # once, by local rank 0
+    assert "exitcode  : 2" in done.stderr  # torchrun's own summary of rank 0's exit
+    assert "ncclInvalidUsage" not in done.stderr and "DistBackendError" not in done.stderr
