@@ -120,7 +120,8 @@ def provenance(backend: str, results: list[dict]) -> Provenance:
         devices[where["device"]] = devices.get(where["device"], 0) + 1
     nccl = None
     if backend == "nccl":
-        nccl = ".".join(str(part) for part in torch.cuda.nccl.version())
+        major, minor, patch, *suffix = torch.cuda.nccl.version()  # a suffix only when the build has one
+        nccl = f"{major}.{minor}.{patch}{''.join(suffix)}"
     return Provenance(hosts=sorted({w["host"] for w in wheres}), devices=devices,
                       device_type=wheres[0]["device_type"], backend=backend, torch=torch.__version__,
                       cuda=torch.version.cuda, nccl=nccl,
