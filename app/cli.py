@@ -21,12 +21,31 @@ def serve(
     reload: Annotated[bool, typer.Option(help="Reload on code changes (development).")] = False,
     runs: Annotated[Path | None, typer.Option(help="A folder of recorded run files to list and replay.",
                                               exists=True, file_okay=False)] = None,
+    backend: Annotated[str | None, typer.Option(help="The pool's backend: auto, gloo or nccl (default: "
+                                                     "DISTDECK_BACKEND, else auto).", show_default=False)] = None,
 ) -> None:
     """Serve the deck at http://HOST:PORT."""
     import uvicorn
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+    from simulations.runtime.execute import NotEnoughGPUs, pick_backend
 
     if runs is not None:
         os.environ["DISTDECK_RUNS_DIR"] = str(runs.resolve())  # read by Settings, also in --reload workers
+    if backend is not None:
+        os.environ["DISTDECK_BACKEND"] = backend
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        typer.echo(f"error: DISTDECK_{str(problem['loc'][0]).upper()}: {problem['msg']}", err=True)
+        raise typer.Exit(2) from None
+    try:  # before the server starts: a pool of more NCCL ranks than GPUs would fail in every rank
+        pick_backend(settings.backend, settings.pool_size)
+    except NotEnoughGPUs as exc:
+        typer.echo(f"error: {exc.advice('a pool of DISTDECK_POOL_SIZE={gpus}')}", err=True)
+        raise typer.Exit(2) from None
     uvicorn.run("app.main:create_app", factory=True, host=host, port=port, reload=reload)
 
 
@@ -47,6 +66,7 @@ def simulate(
     from simulations.chrome_trace import chrome_trace
     from simulations.params import ParamError, parse_params
     from simulations.runtime import RankPool
+    from simulations.runtime.execute import NotEnoughGPUs
     from simulations.runtime.runs import execute, new_run
 
     assignments = list(set_) + ([f"world_size={world_size}"] if world_size is not None else [])
@@ -57,7 +77,11 @@ def simulate(
         raise typer.Exit(2) from None
     ranks = scenarios.get(scenario).world_size(params)
     console = Console(stderr=True)
-    pool = RankPool(size=ranks, backend=backend)
+    try:
+        pool = RankPool(size=ranks, backend=backend)
+    except NotEnoughGPUs as exc:
+        typer.echo(f"error: {exc.advice('fewer ranks in --world-size or --set')}", err=True)
+        raise typer.Exit(2) from None
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed} frames"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
@@ -103,6 +127,7 @@ def export(
 
     from app.export import ExportError, export_site
     from app.settings import Settings
+    from simulations.runtime.execute import NotEnoughGPUs
 
     if variants not in ("grid", "default"):
         typer.echo(f"error: --variants must be grid or default, not {variants!r}", err=True)
@@ -129,6 +154,10 @@ def export(
             progress.stop()
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None
+        except NotEnoughGPUs as exc:
+            progress.stop()
+            typer.echo(f"error: {exc}; use --backend gloo or auto (the deck's runs need the whole pool)", err=True)
+            raise typer.Exit(2) from None
     typer.echo(f"exported to {out}: {report.live_sims} live simulation(s), {report.runs} run(s) "
                f"({len(report.recorded)} recorded, {len(report.reused)} reused)")
     if report.skipped:

@@ -80,7 +80,7 @@ def _cold_rank(rank: int, world_size: int, store: str, t0: float, firsts) -> Non
             firsts.put((rank, time.time() - t0))
 
     run_on_rank("ddp", {"world_size": world_size}, rank=rank, world_size=world_size, group=None,
-                backend="gloo", t0=t0, sink=sink)
+                backend="gloo", sink=sink)
     dist.destroy_process_group()
 
 

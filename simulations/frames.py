@@ -75,6 +75,20 @@ class Frame(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
+class Provenance(BaseModel):
+    """Where and when a run was measured: the player of a replayed run names it. Run files recorded before it
+    existed have none (Meta.provenance is None) and still load."""
+
+    hosts: list[str]  # the machines the ranks ran on, by host name
+    devices: dict[str, int]  # what the ranks ran on -> how many ranks: {"NVIDIA H200": 1}, {"AMD EPYC 7B13": 2}
+    device_type: Literal["cuda", "cpu"]
+    backend: str
+    torch: str  # torch.__version__
+    cuda: str | None = None  # torch.version.cuda: None for a CPU build
+    nccl: str | None = None  # the NCCL version, on the NCCL backend
+    date: str  # when the run finished, ISO 8601, UTC
+
+
 class Meta(BaseModel):
     schema_version: int = SCHEMA_VERSION
     scenario: str
@@ -84,6 +98,7 @@ class Meta(BaseModel):
     backend: str
     views: list[View]
     source: str = "live"  # "live", or "recorded:<file>" for a replayed run file
+    provenance: Provenance | None = None  # set when the run finishes (a live run's meta event has none)
 
 
 class Check(BaseModel):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -22,8 +21,9 @@ import typer
 
 from simulations import scenarios
 from simulations.params import ParamError, parse_params
-from simulations.runtime.execute import pick_backend, run_on_rank
+from simulations.runtime.execute import NotEnoughGPUs, pick_backend, provenance, run_on_rank
 from simulations.runtime.runs import new_run
+from simulations.words import counted
 
 app = typer.Typer(add_completion=False)
 
@@ -43,15 +43,24 @@ def record(
     except ParamError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    chosen = pick_backend(backend, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+    # Checked before the process group starts, on every rank: NCCL with more ranks on a machine than GPUs
+    # would end each rank in ncclInvalidUsage. Local rank 0 says why; every rank exits 2.
+    try:
+        chosen = pick_backend(backend, int(os.environ.get("LOCAL_WORLD_SIZE", world_size)))
+    except NotEnoughGPUs as exc:
+        if os.environ.get("LOCAL_RANK", "0") == "0":
+            typer.echo(f"error: {exc.advice('--nproc-per-node {gpus}')}", err=True)
+        raise typer.Exit(2) from None
+    # What the pool's ranks import before their first job: DDP's first use imports torch._dynamo (2.6 s measured),
+    # which would otherwise sit on the timeline before the first step.
+    from simulations.runtime import preload  # noqa: F401
+
     dist.init_process_group(chosen)
     rank = dist.get_rank()
     try:
-        clock = [time.time()]
-        dist.broadcast_object_list(clock, src=0)  # one time origin for every rank's spans
         fragments: list[dict] = []
         result = run_on_rank(scenario, params.model_dump(mode="json"), rank=rank, world_size=world_size,
-                             group=None, backend=chosen, t0=clock[0], sink=fragments.append)
+                             group=None, backend=chosen, sink=fragments.append)
         gathered: list = [None] * world_size
         dist.all_gather_object(gathered, (fragments, result))
         if rank == 0:
@@ -62,10 +71,11 @@ def record(
             results = [r for _, r in gathered]
             summary = scenarios.get(scenario).summarize(params, results, run.frames)
             summary.timings["run_s"] = max(r["_run_s"] for r in results)
+            run.meta.provenance = provenance(chosen, results)
             run.finish(summary=summary)
             out.write_text(run.to_file().model_dump_json())
             verdict = "all checks passed" if summary.passed else "SOME CHECKS FAILED"
-            typer.echo(f"wrote {out}: {len(run.frames)} frames, {world_size} ranks, {chosen}; {verdict}")
+            typer.echo(f"wrote {out}: {len(run.frames)} frames, {counted(world_size, 'rank')}, {chosen}; {verdict}")
     finally:
         dist.destroy_process_group()
 

@@ -273,9 +273,8 @@ class RankPool:
             ranks = self._ranks
             job_id = next(self._job_ids)
             ranks.control.reset(world_size)
-            t0 = time.time()
             for rank in range(world_size):
-                ranks.jobs[rank].put((job_id, name, params, world_size, t0, traced))
+                ranks.jobs[rank].put((job_id, name, params, world_size, traced))
             try:
                 return self._collect(ranks, job_id, world_size, on_fragment, timeout_s or self.job_timeout_s,
                                      stop, max_run_s)

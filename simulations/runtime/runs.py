@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from simulations import scenarios
 from simulations.frames import Frame, Meta, RunFile, Summary
+from simulations.runtime.execute import provenance
 from simulations.runtime.pool import TOO_LARGE, RankPool, RunFailed, StopRequest
 from simulations.trace import merge_fragments
 
@@ -446,6 +447,7 @@ def execute(pool: RankPool, run: Run, params: BaseModel, traced: bool = True,
         results = pool.run(run.meta.scenario, params.model_dump(mode="json"), run.meta.world_size,
                            add_fragment, traced=traced, stop=run.stop, max_run_s=max_run_s)
         summary = scenario.summarize(params, results, run.frames)
+        run.meta.provenance = provenance(pool.backend, results)  # for its run file (`simulate --out`, export)
         summary.timings.setdefault("run_s", max(r["_run_s"] for r in results))
         summary.timings["first_frame_s"] = (run.first_frame_at or time.perf_counter()) - run.submitted_at
         run.finish(summary=summary)

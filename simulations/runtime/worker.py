@@ -161,7 +161,7 @@ def worker_main(rank: int, size: int, init_method: str, backend: str, timeout_s:
     events.put(("ready", None, rank, None))
 
     while (job := jobs.get()) is not None:
-        job_id, name, params, world_size, t0, traced = job
+        job_id, name, params, world_size, traced = job
 
         ledger.works.clear()
         stop_here = None if control is None else (lambda index, job_id=job_id: control.reached(rank, job_id, index))
@@ -169,7 +169,7 @@ def worker_main(rank: int, size: int, init_method: str, backend: str, timeout_s:
                                stop_here=stop_here)
         try:
             result = run_on_rank(name, params, rank=rank, world_size=world_size, group=groups[world_size],
-                                 backend=backend, t0=t0, sink=sink, traced=traced)
+                                 backend=backend, sink=sink, traced=traced)
             sink.flush()
             events.put(("result", job_id, rank, result))
         except Exception as exc:  # report, keep serving: the parent decides whether the pool survived

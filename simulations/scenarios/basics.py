@@ -21,6 +21,7 @@ from simulations.frames import Check, Summary
 from simulations.models import max_abs_diff, regression_batch
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.trace import tensor_view
+from simulations.words import counted
 
 OUT_FEATURES = 1
 DTYPE = torch.float64  # a tiny net: float64 makes the gradient checks tight
@@ -145,8 +146,8 @@ class _Show:
                     status=f"loss {self.losses[-1]:.4f}" if self.losses else None)
 
     def inputs(self, w):
-        self._frame("inputs", f"A batch of {self.p.batch} samples with {self.p.in_features} inputs each and one "
-                    f"target; the weights start random (PyTorch's default initialisation)", None, w,
+        self._frame("inputs", f"A batch of {counted(self.p.batch, 'sample')} with {self.p.in_features} inputs each "
+                    f"and one target; the weights start random (PyTorch's default initialisation)", None, w,
                     tensors=[tensor_view("x", "batch", self.x), tensor_view("y", "batch", self.y),
                              tensor_view("W1", "parameters", w["W1"]), tensor_view("W2", "parameters", w["W2"])])
 
@@ -196,7 +197,7 @@ class _Show:
                              tensor_view("dL/dW2", "gradients", grads["W2"])])
 
     def trained(self, w, acts, final_loss):
-        self._frame("trained", f"After {self.p.steps} step(s) the loss went from {self.losses[0]:.5f} to "
+        self._frame("trained", f"After {counted(self.p.steps, 'step')} the loss went from {self.losses[0]:.5f} to "
                     f"{final_loss:.5f}. With N GPUs, each would compute these gradients on its own samples: "
                     f"they must be averaged before the SGD step", self.p.steps, w, acts=acts, final_loss=final_loss,
                     tensors=[tensor_view("W1", "parameters", w["W1"]), tensor_view("W2", "parameters", w["W2"])])

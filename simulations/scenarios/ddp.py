@@ -24,6 +24,7 @@ from simulations.frames import Check, Summary
 from simulations.models import flat, fp32_reorder_bound, fp32_tolerance, max_abs_diff, mlp, regression_batch
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.trace import ActivationMeter, tensor_view
+from simulations.words import counted, each_of, every
 
 IN_FEATURES, OUT_FEATURES = 4, 2
 LEARNING_RATE, MOMENTUM = 0.1, 0.9
@@ -100,7 +101,7 @@ def run(ctx: RankContext, p: Params) -> dict:
     n, rank = ctx.world_size, ctx.rank
     x, y = regression_batch(p.batch_per_rank * n, IN_FEATURES, OUT_FEATURES, p.seed)
     x_local, y_local = x.chunk(n)[rank].to(ctx.device), y.chunk(n)[rank].to(ctx.device)
-    trace.frame("shard", f"The global batch of {len(x)} samples is split: each of the {n} ranks takes "
+    trace.frame("shard", f"The global batch of {len(x)} samples is split: {each_of(n, 'rank')} takes "
                 f"{len(x_local)} of them. Every rank holds the whole model.",
                 tensors=[tensor_view("x", "batch", x_local, shard=(rank, n)), tensor_view("y", "batch", y_local)])
 
@@ -129,8 +130,10 @@ def run(ctx: RankContext, p: Params) -> dict:
         with trace.span("backward", step=step):
             loss.backward()  # ring_hook fires inside, bucket by bucket
         activations.release()
-        trace.frame("backward_done", f"Backward is done and every bucket was all-reduced: all {n} ranks hold "
-                    f"the same averaged gradients", tensors=[tensor_view("grad", "gradients", flat(p.grad for p in params).float())],
+        held = (f"{every(n, 'rank')} hold the same averaged gradients" if n > 1 else
+                "the 1 rank holds its own gradients (an all-reduce over 1 rank leaves them as they are)")
+        trace.frame("backward_done", f"Backward is done and every bucket was all-reduced: {held}",
+                    tensors=[tensor_view("grad", "gradients", flat(p.grad for p in params).float())],
                     memory=_memory(params, optimizer, 0))
         if first_grads is None:
             first_grads = flat(p.grad for p in params)
@@ -142,8 +145,9 @@ def run(ctx: RankContext, p: Params) -> dict:
                     memory=_memory(params, optimizer, 0))
 
     weights = flat(params)
-    trace.frame("identical", f"After {p.steps} step(s) the {n} replicas are identical, without anyone "
-                f"broadcasting weights", status=f"checksum {float(weights.sum()):.6f}",
+    after = f"After {counted(p.steps, 'step')}"
+    trace.frame("identical", f"{after} the {n} replicas are identical, without anyone broadcasting weights" if n > 1
+                else f"{after} the 1 replica holds the trained weights", status=f"checksum {float(weights.sum()):.6f}",
                 rank_extra={"checksum": float(weights.sum())})
     return {"grads": first_grads.cpu(), "weights": weights.cpu(), "buckets": state["buckets"], "bucket_history": bucket_history,
             "ring_vs_all_reduce": state["ring_vs_all_reduce"], "ring_excess": state["ring_excess"],
@@ -230,7 +234,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
               detail=f"after {p.steps} step(s) of SGD with momentum (torch.optim.SGD in one process on the whole "
                      f"batch); fp32, the gradients' round-off carried through the steps: bound as for the gradients"),
         Check(name="weights identical on every rank", passed=weight_spread == 0.0, measured=weight_spread,
-              expected=0.0, detail=f"max |w_rank − w_0| over {n} ranks after {p.steps} step(s)"),
+              expected=0.0, detail=f"max |w_rank − w_0| over {counted(n, 'rank')} after {counted(p.steps, 'step')}"),
         Check(name="ring all-reduce equals dist.all_reduce", passed=ring_ok, measured=ring_diff,
               expected=f"≤ {ring_bound:.1e}",
               detail=f"max |ring sum − dist.all_reduce sum| over every bucket and rank; per element the bound is "

@@ -31,6 +31,7 @@ from simulations.frames import Check, Summary
 from simulations.models import fp32_tolerance, max_abs_diff, mlp
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.trace import tensor_view
+from simulations.words import counted, each_of, once_every
 
 IN_FEATURES, OUT_FEATURES, TEACHER_WIDTH = 4, 2, 16
 WEIGHT_DECAY = 0.01  # AdamW's default
@@ -193,8 +194,8 @@ class _Show:
         self.layout["psi"] = theta.numel()
         self.layout["bytes_per_sync"] = theta.numel() * theta.element_size()
         trace.frame("setup", f"{self.n} workers in {self.n} datacenters, each with its own data shard and the "
-                    f"same starting weights θ ({theta.numel()} parameters). They will sync once every "
-                    f"{self.p.inner_steps} steps", extra=self._extra(step=0),
+                    f"same starting weights θ ({theta.numel()} parameters). They will sync once "
+                    f"{once_every(self.p.inner_steps, 'step')}", extra=self._extra(step=0),
                     tensors=[tensor_view("x (shard)", "batch", first_batch[0], shard=(self.rank, self.n)),
                              tensor_view("θ", "parameters", theta, limit=1024)],
                     memory={"parameters": [theta]}, status="ready")
@@ -245,7 +246,7 @@ class _Show:
 
     def done(self, global_model, baseline) -> None:
         ratio = self.bytes["ddp"] / self.bytes["diloco"]
-        trace.frame("done", f"{self.p.outer_steps * self.p.inner_steps} steps each: DiLoCo all-reduced "
+        trace.frame("done", f"{counted(self.p.outer_steps * self.p.inner_steps, 'step')} each: DiLoCo all-reduced "
                     f"{self.bytes['diloco']} bytes per worker, DDP {self.bytes['ddp']}, {ratio:g}× more. "
                     f"Held-out loss: DiLoCo {self.eval[-1]['diloco']:.4f}, DDP {self.eval[-1]['ddp']:.4f}",
                     extra=self._extra(step=self.layout["total_steps"], eval=list(self.eval)),
@@ -378,7 +379,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                      f"θ by ~1e-3 or more"),
         *[Check(name=f"held-out losses shown equal the reference's ({label})", passed=eval_diff[run] <= eval_tol[run],
                 measured=eval_diff[run], expected=f"≤ {eval_tol[run]:.1e}",
-                detail=f"{label}'s held-out loss after each of the {T} syncs, every worker, against the single-process "
+                detail=f"{label}'s held-out loss after {each_of(T, 'sync')}, every worker, against the single-process "
                        f"run's model on the same {EVAL_SAMPLES} samples; bound: 4× the fp32 reference's distance from "
                        f"float64, at least {EVAL_SAMPLES * OUT_FEATURES}·ε·loss; a loss of the wrong model differs by "
                        f"> 1e-2")
@@ -393,7 +394,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                      f"included)"),
         Check(name="DDP baseline equals one process on the global batch: losses", passed=ddp_loss_diff <= loss_tol,
               measured=ddp_loss_diff, expected=f"≤ {loss_tol:.1e}",
-              detail=f"mean of the workers' losses at each of the {T * H} steps against the reference's loss on the "
+              detail=f"mean of the workers' losses at {each_of(T * H, 'step')} against the reference's loss on the "
                      f"global batch; bound: 4× the fp32 reference's distance from float64, at least "
                      f"{samples * OUT_FEATURES}·ε·loss"),
         Check(name="DiLoCo all-reduces outer steps × Ψ × 4 bytes per worker", passed=all(b == T * buffer for b in diloco),
@@ -402,7 +403,8 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                      "2(N−1)/N of them per worker"),
         Check(name="DDP all-reduces outer steps × H × Ψ × 4 bytes per worker", passed=all(d == T * H * buffer for d in ddp),
               measured=ddp, expected=T * H * buffer,
-              detail=f"DDP all-reduces Ψ × 4 bytes at each of {T * H} steps, DiLoCo at {T} syncs: H = {H} times "
+              detail=f"DDP all-reduces Ψ × 4 bytes at {each_of(T * H, 'step')}, DiLoCo at {counted(T, 'sync')}: "
+                     f"H = {H} times "
                      f"more; exact"),
         Check(name="DiLoCo and DDP bytes together = every all-reduce byte traced",
               passed=all(d + b == s for d, b, s in zip(ddp, diloco, traced)),

@@ -30,6 +30,7 @@ from simulations.frames import Check, Summary
 from simulations.models import fp32_reorder_bound, fp32_tolerance, max_abs_diff
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.trace import tensor_view
+from simulations.words import counted, plural
 
 
 class Params(BaseModel):
@@ -110,7 +111,8 @@ def run(ctx: RankContext, p: Params) -> dict:
     local_experts = {e: {k: t.to(ctx.device) for k, t in weights["experts"][e].items()} for e in mine}
     x = make_tokens(p).chunk(n)[rank].to(ctx.device)
     cap = capacity(p)
-    trace.frame("tokens", f"Each of the {n} ranks holds {p.tokens} tokens and {per_rank} of the {p.experts} "
+    trace.frame("tokens", f"Each of the {n} ranks holds {counted(p.tokens, 'token')} and {per_rank} of the "
+                f"{p.experts} "
                 f"experts; every rank holds the router", tensors=[tensor_view("tokens", "activations", x, shard=(rank, n))],
                 extra=_layout(p, cap), rank_extra={"experts": list(mine)})
 
@@ -119,8 +121,8 @@ def run(ctx: RankContext, p: Params) -> dict:
         experts, gates, kept = route(x, router, p.top_k, cap)
     wanted = torch.bincount(experts.reshape(-1), minlength=p.experts)
     send_counts = torch.bincount(experts[kept], minlength=p.experts)  # tokens this rank sends to each expert
-    trace.frame("route", f"The router sends each token to its top-{p.top_k} experts; an expert takes at most "
-                f"{cap} tokens from each rank, the rest are dropped",
+    trace.frame("route", f"The router sends each token to its top-{p.top_k} {plural(p.top_k, 'expert')}; an expert "
+                f"takes at most {counted(cap, 'token')} from each rank, the rest are dropped",
                 rank_extra={"routes": _routes(rank, p.tokens, experts, gates, kept),
                             "wanted": wanted.tolist(), "sent": send_counts.tolist(),
                             "dropped": int((~kept).sum())})
@@ -170,7 +172,8 @@ def run(ctx: RankContext, p: Params) -> dict:
     # 6. Weighted sum of each token's expert outputs; a token with every choice dropped stays 0.
     y = torch.zeros_like(x).index_add_(0, token_index, gates[token_index, slot, None] * returned)
     trace.frame("output", f"Each token's output is the gate-weighted sum of its experts' results; "
-                f"{int((~kept).sum())} assignment(s) on this rank were dropped",
+                f"{counted(int((~kept).sum()), 'assignment')} on this rank "
+                f"{'was' if int((~kept).sum()) == 1 else 'were'} dropped",
                 tensors=[tensor_view("output", "activations", y, shard=(rank, n))])
     return {"y": y.cpu(), "experts": experts.cpu(), "kept": kept.cpu(), "tokens_per_expert": tokens_per_expert,
             "received_sum": received_sum,

@@ -51,6 +51,7 @@ from simulations import trace
 from simulations.frames import Check, Summary
 from simulations.models import flat, fp32_tolerance, max_abs_diff, mlp, regression_batch
 from simulations.scenarios.base import RankContext, Scenario
+from simulations.words import counted, once_every
 
 IN_FEATURES, OUT_FEATURES, WIDTH, DEPTH = 4, 2, 128, 2
 GLOBAL_BATCH = 24  # samples per step, split over however many ranks the attempt has
@@ -228,7 +229,7 @@ def train_fail_restart(ctx: RankContext, p: Params, root: str, run_id: str, open
     if group is not None:
         model, optimizer = build(group, ctx.device, p.seed)
     frame(p, "start", 1, 0, f"Attempt 1: {p.world_size} ranks train with FSDP, each holding 1/{p.world_size} of the "
-          f"weights and of Adam's state; a checkpoint every {p.checkpoint_every} steps",
+          f"weights and of Adam's state; a checkpoint {once_every(p.checkpoint_every, 'step')}",
           member=group is not None, status="training" if group else "spare", held=model and local_bytes(model, optimizer))
 
     for step in range(1, p.fail_at_step):
@@ -276,8 +277,9 @@ def train_fail_restart(ctx: RankContext, p: Params, root: str, run_id: str, open
     if group is not None:
         model, optimizer = build(group, ctx.device, p.seed)
     gone = "the failed rank's node removed" if p.restart_world_size < p.world_size else "the failed rank restarted"
-    frame(p, "restart", 2, None, f"Restart: {p.restart_world_size} ranks meet again ({gone}) and shard a fresh "
-          f"model over {p.restart_world_size}", member=group is not None,
+    again = (f"{p.restart_world_size} ranks meet again ({gone}) and shard a fresh model over {p.restart_world_size}"
+             if p.restart_world_size > 1 else f"1 rank starts again ({gone}) and holds a fresh model whole")
+    frame(p, "restart", 2, None, f"Restart: {again}", member=group is not None,
           status="restarted" if group else "out", restart_s=restart_s)
 
     resume = None
@@ -419,7 +421,8 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
               measured={"resumed_from": resume, "replayed": replayed},
               expected={"resumed_from": expected_resume,
                         "replayed": list(range(expected_resume + 1, p.fail_at_step + 1))},
-              detail=f"checkpoints after every {p.checkpoint_every} steps, failure during step {p.fail_at_step}: "
+              detail=f"checkpoints after {once_every(p.checkpoint_every, 'step')}, failure during step "
+                     f"{p.fail_at_step}: "
                      f"the last save is step {expected_resume}, so steps {expected_resume + 1}–{p.fail_at_step} "
                      f"({expected_lost}) run again, ≤ {p.checkpoint_every}"),
         Check(name="every checkpoint on the schedule was written, complete",
@@ -433,7 +436,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
         Check(name="the restart resumed the checkpoint's weights bit for bit",
               passed=resumed_exact == 0.0, measured=resumed_exact, expected=0.0,
               detail=f"max |resumed − weights when step {resume} was saved|: DCP copies bytes, even when it reshards "
-                     f"from {p.world_size} to {p.restart_world_size} ranks"),
+                     f"from {p.world_size} to {counted(p.restart_world_size, 'rank')}"),
         Check(name="every surviving rank saw the failure", passed=all(d is not None for d in detected),
               measured=detected, expected=f"an error on each of the {p.world_size - 1} other ranks",
               detail=f"seconds from the start of step {p.fail_at_step} until the rank's collective raised "

@@ -36,6 +36,7 @@ from simulations.models import flat, fp32_tolerance, max_abs_diff, regression_ba
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.scenarios.zero import IN_FEATURES, OUT_FEATURES, all_gather_params, free, linears, mlp
 from simulations.trace import tensor_view
+from simulations.words import counted, every
 
 LR = 0.1  # plain SGD: the equivalence is the communication's, not an optimizer's
 DIMS = ("replicate", "shard")
@@ -120,20 +121,20 @@ def run(ctx: RankContext, p: Params) -> dict:
         grad = torch.empty_like(unit.shard)
         comm.reduce_scatter_tensor(grad, unit.full.grad, shard_group)
         story.frame("reduce_scatter", f"Unit {unit.index}: reduce-scatter inside the shard group; rank s keeps "
-                    f"the sum of shard s over its {p.shards} rank(s)", unit, grad=grad)
+                    f"the sum of shard s over its {counted(p.shards, 'rank')}", unit, grad=grad)
         comm.all_reduce(grad, replicate_group)
         unit.grad = grad.div_(world)
-        story.frame("all_reduce", f"Unit {unit.index}: all-reduce of that shard across the {p.replicas} "
-                    f"replica(s), only {grad.numel() * grad.element_size()} B per rank between nodes; divided by "
-                    f"{world} ranks: the mean gradient", unit, grad=grad)
+        story.frame("all_reduce", f"Unit {unit.index}: all-reduce of that shard across "
+                    f"{counted(p.replicas, 'replica')}, only {grad.numel() * grad.element_size()} B per rank between nodes; divided by "
+                    f"{counted(world, 'rank')}: the mean gradient", unit, grad=grad)
         unit.full.grad = None
         free(unit.full)
 
     for unit in units:
         unit.full.register_post_accumulate_grad_hook(lambda _t, u=unit: after_backward(u))
-    story.frame("mesh", f"{p.replicas} replica group(s) × {p.shards} shard(s): this rank is shard {shard} of "
+    story.frame("mesh", f"{counted(p.replicas, 'replica group')} × {counted(p.shards, 'shard')}: this rank is shard {shard} of "
                 f"replica {replica}; it keeps 1/{p.shards} of each unit's parameters and its own "
-                f"{p.micro_batch} sample(s)")
+                f"{counted(p.micro_batch, 'sample')}")
 
     for step in range(p.steps):
         h = x
@@ -141,7 +142,7 @@ def run(ctx: RankContext, p: Params) -> dict:
             for unit in units:
                 all_gather_params(unit, shard_group)
                 story.frame("all_gather", f"Step {step + 1}, unit {unit.index}: all-gather inside the shard group; "
-                            f"each of its {p.shards} rank(s) now holds the whole layer", unit)
+                            f"{every(p.shards, 'rank')} of the group now {'holds' if p.shards == 1 else 'hold'} the whole layer", unit)
                 w, b = unit.weights()
                 h = F.linear(h, w, b)
                 h = h if unit.index == len(units) - 1 else F.gelu(h)

@@ -33,6 +33,7 @@ from simulations.models import fp32_tolerance, max_abs_diff
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.scenarios.tensor_parallel import WIRE, enter_tp, leave_tp, place_shard, take_shard
 from simulations.trace import ActivationMeter, tensor_view
+from simulations.words import counted, every
 
 MICRO_BATCH = 2  # rows per micro-batch
 LEARNING_RATE = 0.1
@@ -114,8 +115,9 @@ def run(ctx: RankContext, p: Params) -> dict:
              for layer in my_layers]
     params = [w for layer in stage for w in layer.values()]
     show = _Story(p, d, s, t)
-    show.frame("mesh", f"A {p.dp}×{p.pp}×{p.tp} mesh (dp×pp×tp): {p.dp} replica(s) of a {p.pp}-stage pipeline, "
-               f"each stage's {per_stage} layer(s) split over {p.tp} tensor-parallel rank(s). "
+    show.frame("mesh", f"A {p.dp}×{p.pp}×{p.tp} mesh (dp×pp×tp): {counted(p.dp, 'replica')} of a {p.pp}-stage "
+               f"pipeline, each stage's {counted(per_stage, 'layer')} split over "
+               f"{counted(p.tp, 'tensor-parallel rank')}. "
                f"This rank: replica {d}, stage {s}, slice {t}.",
                tensors=[tensor_view(f"L{layer}.fc1.weight", "parameters", w["fc1.weight"], shard=(t, p.tp))
                         for layer, w in zip(my_layers, stage)],
@@ -170,7 +172,7 @@ def run(ctx: RankContext, p: Params) -> dict:
         for w, g in zip(params, flat.split([w.numel() for w in params])):
             w.grad.copy_(g.view_as(w))
     show.frame("dp_all_reduce", f"Data parallel: each rank all-reduces its {flat.numel() * 4} B of gradients with "
-               f"the {p.dp} rank(s) holding the same slice of the same stage",
+               f"{every(p.dp, 'rank')} holding the same slice of the same stage",
                tensors=[tensor_view("grads", "gradients", flat)],
                memory={"parameters": params, "gradients": [w.grad for w in params]})
 

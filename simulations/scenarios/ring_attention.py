@@ -30,6 +30,7 @@ from simulations.frames import Check, Summary
 from simulations.models import fp32_tolerance, max_abs_diff
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.trace import tensor_view
+from simulations.words import counted
 
 
 class Params(BaseModel):
@@ -304,7 +305,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
               + (" (zig-zag: equal on every rank)" if p.zigzag and p.causal else ""),
               passed=measured_work == expected_work, measured=work, expected=[sum(w) for w in expected_work],
               detail=f"score elements computed per forward step, {tile} per tile of {c}×{c} positions and "
-                     f"{p.heads} heads; " + ("zig-zag + causal: 3 tiles at step 0, then 2 per step, on every rank" if p.zigzag and p.causal
+                     f"{counted(p.heads, 'head')}; " + ("zig-zag + causal: 3 tiles at step 0, then 2 per step, on every rank" if p.zigzag and p.causal
                      else "causal, contiguous: rank r computes at steps 0..r only" if p.causal
                      else f"no mask: {per_rank * per_rank} tile(s) per step")),
     ]

@@ -35,6 +35,7 @@ from simulations.frames import Check, Summary
 from simulations.models import fp32_tolerance, max_abs_diff
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.trace import tensor_view
+from simulations.words import counted
 
 
 class Params(BaseModel):
@@ -270,7 +271,9 @@ def run(ctx: RankContext, p: Params) -> dict:
                for name, t in dense.named_parameters()}
     trace.frame("shard", f"Each of the {tp} ranks holds 1/{tp} of every weight matrix: QKV and fc1 split by "
                 f"columns ({local_heads} of {p.heads} heads here), proj and fc2 by rows. "
-                f"LayerNorms and output biases are replicated.",
+                f"LayerNorms and output biases are replicated." if tp > 1 else
+                f"The 1 rank holds every weight matrix whole ({counted(p.heads, 'head')}): with tp = 1 nothing is "
+                f"split, and nothing moves between ranks.",
                 tensors=[tensor_view(n, "parameters", t, shard=(rank, tp)) for n, t in weights.items()
                          if n.endswith("weight") and n not in REPLICATED],
                 memory={"parameters": list(weights.values())}, extra=show.extra, rank_extra=show.coord)
@@ -385,7 +388,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     tol["grads"] = fp32_tolerance(torch.cat([g.reshape(-1) for g in ref["grads"].values()]),
                                   torch.cat([g.reshape(-1) for g in exact["grads"].values()]), terms=terms)
     bound = (f"bound: 4× the fp32 reference's distance from float64, at least {terms}·ε·max|x| (ε = 2⁻²⁴; the "
-             f"longest sums: s·b = {p.seq_len * p.batch} tokens, 4h = {4 * p.hidden} products)")
+             f"longest sums: s·b = {counted(p.seq_len * p.batch, 'token')}, 4h = {4 * p.hidden} products)")
 
     cat = (lambda key: torch.cat([r[key] for r in results])) if sp else (lambda key: results[0][key])
     out_diff = max_abs_diff(cat("out"), ref["out"])

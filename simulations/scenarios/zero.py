@@ -49,6 +49,7 @@ from simulations.models import flat, fp32_tolerance, max_abs_diff, regression_ba
 from simulations.models import mlp as relu_mlp
 from simulations.scenarios.base import RankContext, Scenario
 from simulations.trace import ActivationMeter, tensor_bytes, tensor_view
+from simulations import words
 
 IN_FEATURES, OUT_FEATURES = 4, 2
 LR, BETAS, EPS = 1e-2, (0.9, 0.999), 1e-8
@@ -625,8 +626,9 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
                         passed=kept == profile[mode] == by_hand[mode], measured=kept, expected=by_hand[mode],
                         detail=f"{mode}; plain nn.Linear/nn.GELU model measured {profile[mode]} B; formula "
                                + ("e·b·(d0 + h·L) + 8·b·d_o" if p.activation_checkpointing else "e·b·(d0 + 2h·L) + 8·b·d_o")
-                               + f"; micro-batch of {p.micro_batch} samples: gradient accumulation keeps one "
-                               f"micro-batch's activations, not {p.grad_accumulation * p.micro_batch} samples'"))
+                               + f"; micro-batch of {words.counted(p.micro_batch, 'sample')}: gradient accumulation keeps "
+                               f"one micro-batch's activations, not "
+                               f"{words.counted(p.grad_accumulation * p.micro_batch, 'sample')}'"))
 
     # Gathered buffers, sampled at every frame on every rank: stage 3 holds one unit's full parameters from
     # its all-gather until its free, and nothing between units; stages 1–2 hold the updated shards only

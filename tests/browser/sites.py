@@ -84,15 +84,16 @@ def _start(pool) -> Sites:
     return Sites(server_url, export_url, export_dir)
 
 
-def serve_app(pool) -> str:
-    """The app in a thread of this process, so it can use the session's pool (no second set of ranks)."""
+def serve_app(pool, **settings) -> str:
+    """The app in a thread of this process, so it can use the session's pool (no second set of ranks);
+    `settings` set more of its Settings (runs_dir=...)."""
     import uvicorn
 
     from app.main import create_app
     from app.settings import Settings
 
     port = free_port()
-    app = create_app(Settings(start_pool_on_startup=False, max_queued_runs=64), pool=pool)
+    app = create_app(Settings(start_pool_on_startup=False, max_queued_runs=64, **settings), pool=pool)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True, name="deck-server")
     thread.start()

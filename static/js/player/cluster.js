@@ -9,13 +9,34 @@
  * control is not offered there.
  */
 import { staticSite } from './source.js';
-import { value as count } from './format.js'; // 1,024
+import { counted, value as count } from './format.js'; // 1,024
 import { GPU_NAMES, MODEL_NAMES } from '../presets.js';
 import { clusterSizes, fetchProjection, render } from './views/projected.js';
 
 // The scenarios GET /api/estimate/replay maps onto a cluster (app.estimate_math.replay).
 export const REPLAYED = ['basics', 'pipeline', 'ddp', 'zero', 'hsdp', 'tensor_parallel', 'parallel_3d', 'ring_attention', 'ulysses', 'expert_parallel', 'diloco', 'failures'];
 const MEASURED = 'measured on this machine';
+
+/**
+ * Where a run was measured, as its badge says it: a live run on this machine; a recorded one (serve --runs) where
+ * its run file says it ran: "measured on 1 × NVIDIA H200 (nccl), 2026-11-28", "measured on Intel Xeon (2 ranks,
+ * gloo), …"; a run file recorded before files said where: "where it was recorded". The title has the rest.
+ */
+export function measuredOn(meta) {
+  if (!meta?.source || meta.source === 'live') return { text: MEASURED, title: '' };
+  const where = meta.provenance;
+  if (!where) return { text: 'measured where it was recorded', title: 'this run file does not say where it ran' };
+  const devices = Object.entries(where.devices);
+  const what = where.device_type === 'cuda'
+    ? `${devices.map(([name, n]) => `${count(n)} × ${name}`).join(' + ')} (${where.backend})`
+    : `${devices.map(([name]) => name).join(' + ')} (${counted(meta.world_size, 'rank')}, ${where.backend})`;
+  const hosts = where.hosts.length > 1 ? ` on ${count(where.hosts.length)} hosts` : '';
+  const versions = [`torch ${where.torch}`, where.cuda && `CUDA ${where.cuda}`, where.nccl && `NCCL ${where.nccl}`];
+  return {
+    text: `measured on ${what}${hosts}, ${where.date.slice(0, 10)}`,
+    title: `recorded on ${where.hosts.join(', ')} at ${where.date}, ${versions.filter(Boolean).join(', ')}`,
+  };
+}
 const controls = new Set(); // every control, so that the players of one slide (side by side) are timed alike
 
 function select(name, options, title) {
@@ -55,6 +76,8 @@ class ClusterControl {
     this.element = Object.assign(document.createElement('div'), { className: 'sim-cluster' });
     this.element.append(labelled('sim-cluster-where', 'time on', this.where), this.sizeLabel, this.modelLabel, this.badge);
     player.element.querySelector('.sim-header-right')?.prepend(this.element);
+    player.element.addEventListener('sim-meta', () => this.nameMachine()); // the run's meta arrived
+    this.nameMachine();
 
     this.svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
     this.svg.setAttribute('viewBox', '0 0 960 520');
@@ -78,6 +101,18 @@ class ClusterControl {
   }
 
   get modelled() { return this.where.value !== 'machine'; }
+
+  /** A recorded run is timed where it ran, not on this machine: the option and the badge say so. */
+  nameMachine() {
+    this.measured = measuredOn(this.player.meta);
+    const live = !this.player.meta?.source || this.player.meta.source === 'live';
+    this.where.options[0].textContent = live ? 'this machine' : 'where it ran';
+    this.where.title = `Show this run as measured ${live ? 'on this machine' : 'where it was recorded'}, or its ops re-timed on a modelled GPU cluster`;
+    if (!this.modelled) {
+      this.badge.textContent = this.measured.text;
+      this.badge.title = this.measured.title;
+    }
+  }
 
   params() {
     return this.player.meta?.params ?? this.player.params;
@@ -137,7 +172,8 @@ class ClusterControl {
     this.sizeLabel.hidden = !modelled || !this.own;
     this.player.element.classList.toggle('sim-modelled', modelled);
     views.classList.toggle('sim-views-modelled', modelled);
-    this.badge.textContent = modelled ? 'modelled' : MEASURED;
+    this.badge.textContent = modelled ? 'modelled' : this.measured.text;
+    this.badge.title = modelled ? '' : this.measured.title;
     this.badge.classList.toggle('sim-clock-modelled', modelled);
     if (modelled) {
       if (!this.svg.isConnected) views.append(this.svg);

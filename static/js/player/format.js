@@ -35,6 +35,11 @@ export function value(x) {
   return a >= 1e4 || a < 1e-3 ? x.toExponential(2) : x.toFixed(a < 1 ? 3 : 2);
 }
 
+/** A count and its noun, agreeing in number: "1 rank", "4 ranks", "1,024 GPUs" (`many` for an irregular plural). */
+export function counted(n, noun, many = `${noun}s`) {
+  return `${value(n)} ${n === 1 ? noun : many}`;
+}
+
 /** A measured value from a check: numbers, lists of numbers, or text. */
 export function measured(x) {
   if (Array.isArray(x)) return `[${x.slice(0, 8).map(value).join(', ')}${x.length > 8 ? ', …' : ''}]`;

@@ -376,7 +376,7 @@ export class Player {
     this.updateStatus();
     this.notify();
     const handlers = {
-      meta: (meta) => { this.meta = meta; this.ensureViews(meta.views); this.updateStatus(); },
+      meta: (meta) => { this.takeMeta(meta); this.updateStatus(); },
       frame: (frame) => {
         if (frame.index !== this.frames.length) return; // a resumed stream repeats nothing we keep
         this.frames.push(frame);
@@ -455,9 +455,16 @@ export class Player {
     if (!early) return;
     this.status = 'streaming';
     this.seed(early, {
-      meta: (meta) => { this.meta = meta; this.ensureViews(meta.views); },
+      meta: (meta) => this.takeMeta(meta),
       frame: (frame) => { this.frames = [frame]; this.regroup(); this.show(0, { duration: 0, defer: true }); this.updateStatus(); this.notify(); },
     });
+  }
+
+  /** The run's meta: its views made, and `sim-meta` told (the "time on" control names where a recorded run ran). */
+  takeMeta(meta) {
+    this.meta = meta;
+    this.ensureViews(meta.views);
+    this.element.dispatchEvent(new CustomEvent('sim-meta'));
   }
 
   /** Room for `caption` under the views, once per distinct caption of the run. */

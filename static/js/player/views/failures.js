@@ -9,7 +9,7 @@
  * red when it died, dimmed when it is not part of the job. Keys: step cells (attempt, step), checkpoints
  * (step), ranks, the resume arrow and the lost bracket, so a frame change moves or fades in only what changed.
  */
-import { bytes } from '../format.js';
+import { bytes, counted } from '../format.js';
 import { fit, textWidth } from './layout.js';
 
 const LABEL = 18;
@@ -59,7 +59,7 @@ export function render(svg, { frames, index, frame, size }) {
   // Legend line: the schedule.
   svg.append('text').attr('class', 'legend-label').attr('x', left).attr('y', LABEL)
     .text(fit(`checkpoint every ${plan.checkpoint_every === 1 ? 'step' : `${plan.checkpoint_every} steps`} · rank ${plan.failed_rank} dies in step ${plan.fail_at_step}`
-      + ` · ${n1} → ${n2} ranks`, right - left, LABEL));
+      + ` · ${n1} → ${counted(n2, 'rank')}`, right - left, LABEL));
 
   // Row labels.
   for (const attempt of [1, 2]) {
@@ -114,7 +114,7 @@ export function render(svg, { frames, index, frame, size }) {
     const y0 = rowY(c.attempt) - 8;
     svg.append('line').attr('data-key', `ckpt-${c.step}`).attr('x1', cx).attr('x2', cx).attr('y1', y0)
       .attr('y2', rowY(c.attempt) + cellH + 8).attr('stroke', 'var(--role-grads)').attr('stroke-width', 4)
-      .append('title').text(`checkpoint after step ${c.step}: ${c.bytes} bytes written by ${c.ranks} ranks`);
+      .append('title').text(`checkpoint after step ${c.step}: ${c.bytes} bytes written by ${counted(c.ranks, 'rank')}`);
     const label = `saved ${bytes(c.bytes)}`;
     const half = textWidth(label, LABEL) / 2;
     // Centred on its bar, or held inside the view at either end.

@@ -4,7 +4,7 @@
  * bytes, a packet travelling along each one. Drawn for its pane: fewer ranks get larger boxes,
  * narrow boxes put a tensor's bytes under its name. Keys: rank, rank/tensor.
  */
-import { bytes, roleColor, value } from '../format.js';
+import { bytes, counted, roleColor, value } from '../format.js';
 import { fit, textWidth } from './layout.js';
 
 const PAD = 10;
@@ -196,5 +196,5 @@ export function render(svg, { frame, meta, size }) {
     }
   }
   svg.attr('data-ranks', n).attr('data-transfers', frame.transfers.length);
-  if (meta) svg.attr('aria-label', `${n} ranks; ${frame.caption}`);
+  if (meta) svg.attr('aria-label', `${counted(n, 'rank')}; ${frame.caption}`);
 }
