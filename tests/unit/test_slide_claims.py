@@ -272,7 +272,7 @@ def test_layout_chooser_notes_set_the_top_mfu_beside_published_runs(rendered):
     assert f"measured {100 * published_mfu:.0f} %" in notes
     assert ("Be careful with the top row" in notes) == (top["mfu"] > 1.05 * published_mfu)
     assert trust.trust("h100-80gb", tp=top["tp"], pp=top["pp"], cp=top["cp"], zero_stage=top["zero_stage"])["summary"] in notes
-    assert "38 to 43 %" in notes  # Llama 3 405B, arXiv:2407.21783 Table 4
+    assert "405B at 43 % on 8,192 GPUs, 41 % on 16,384, and 38 %" in notes  # arXiv:2407.21783 Table 4
 
 
 def test_context_parallel_pros_and_cons_cite_the_three_methods(rendered):
@@ -282,3 +282,232 @@ def test_context_parallel_pros_and_cons_cite_the_three_methods(rendered):
     for arxiv in ("2310.01889", "2309.14509", "2407.21783", "2311.09431"):
         assert f"arXiv:{arxiv}" in text, arxiv
     assert "to rounding" in text  # blockwise softmax reorders the sums: equal to full attention up to rounding
+
+
+# ---- issue 33: an independent review's objections, each checked against its source ----
+
+def test_hsdp_saves_per_rank_not_per_node(rendered):
+    """NCCL's rings are node-aware: under DDP a node sends about 2Ψ across the network, under HSDP 2(R−1)/R·Ψ, the
+    same. HSDP's gains: memory against DDP; against ZeRO-3 over every rank, 2Ψ instead of 3Ψ between nodes and the
+    per-layer gathers on NVLink (FSDP paper, arXiv 2304.11277 §3.2.2). ZeRO++'s hpZ serves the backward gather only."""
+    notes = notes_of(rendered["hsdp-live"])
+    assert "S times less between nodes" not in notes
+    assert "S times less per rank than plain data parallelism, not per node" in notes and "node-aware" in notes
+    assert "two model sizes between nodes instead of three" in notes
+    assert "for the backward's all-gather only" in notes
+
+
+def test_conclusion_comm_says_tp_pp_cuts_bytes_more_than_tokens(rendered):
+    """Its own table: TP × PP cuts each GPU's bytes ~t·p but the tokens that hide them far less, because each DP ring
+    has one GPU per node and one NIC: placement, not a division by t·p."""
+    from app import estimate_math as scale
+
+    psi, gpus, tp_pp = formulas.PRESETS["70B"].params, 512, 64
+    ddp = scale.dp_sync(psi, 0, gpus)
+    tpp = scale.dp_sync(psi / tp_pp, 1, gpus // tp_pp, 8)
+    ddp_tokens = gpus * scale.tokens_to_hide(ddp, psi)
+    tpp_tokens = gpus // tp_pp * scale.tokens_to_hide(tpp, psi / tp_pp)
+    assert ddp_tokens / tpp_tokens < tp_pp / 4  # the premise: the tokens fall far less than 64×
+    text = text_of(rendered["conclusion-comm"])
+    assert "divides the replicas, and the tokens they need" not in text
+    assert f"cuts each GPU's bytes {ddp.sent / tpp.sent:.0f}× but the tokens only {ddp_tokens / tpp_tokens:.0f}×" in text
+    assert f"so {scale.seconds(tpp.seconds)}, not {scale.seconds(ddp.seconds * tpp.sent / ddp.sent)}" in text
+    assert "by t times p." not in notes_of(rendered["conclusion-comm"])
+
+
+def test_fsdp_units_names_only_fsdp1_as_one_flat_vector_per_unit(rendered):
+    """DeepSpeed ZeRO-3 partitions each parameter on its own (partition_parameters.py, _partition_param); ZeRO-1/2
+    flatten per optimizer parameter group. Only FSDP1's FlatParameter is one flat vector per unit."""
+    markup = rendered["fsdp-units"]
+    assert "like FSDP1 and DeepSpeed" not in text_of(markup) and "FSDP1 and DeepSpeed flatten" not in text_of(markup)
+    assert "FlatParameter" in text_of(markup)
+    assert "_partition_param" in notes_of(markup) and "optimizer parameter group" in notes_of(markup)
+
+
+def test_real_runs_and_references_say_what_is_measured_and_what_is_computed(rendered):
+    text = text_of(rendered["real-runs"])
+    assert "Every number on screen is measured" not in text
+    assert "Live runs are measured; the rest is computed" in text and "cluster views" in text
+    notes = notes_of(rendered["references-papers"])
+    assert "Every formula on the slides is checked against a measured run" not in notes
+    assert "checked against published runs" in notes
+
+
+def test_one_gpu_bounds_the_micro_batch_not_the_batch_and_is_not_deterministic_by_default(rendered):
+    markup = rendered["basics-pros-cons"]
+    text, notes = text_of(markup), notes_of(markup)
+    assert "The batch per step is bounded" not in text
+    assert "The micro-batch is bounded by that same memory; accumulation reaches any batch" in text
+    assert "Deterministic, and" not in text and "torch.use_deterministic_algorithms(True)" in text
+    h100 = hardware.gpu("H100")
+    assert "measured to sustain" in notes and "H200" in notes  # the rate is an H200 measurement, taken for H100
+    assert f"{100 * h100.sustained_flops / h100.peak_flops:.0f} % of the H100's bf16 peak" in notes
+
+
+def test_precision_note_says_fp8_doubles_the_peak_not_the_throughput(rendered):
+    """dgxc-benchmarking llama3.1/README_70b.md, NeMo 24.09 on 1,024 H100s: 14.92 s BF16 (the validation row),
+    11.28 s FP8."""
+    from tests.unit.test_estimate_validation import NEMO_H100_BF16
+
+    bf16 = next(r[-1] for r in NEMO_H100_BF16 if r[0] == "llama3-70b" and r[6] == 1024)
+    notes = notes_of(rendered["precision"])
+    assert "doubles their throughput" not in notes
+    assert f"11.28 seconds in FP8 against {bf16} in BF16, {bf16 / 11.28:.2f} times faster" in notes
+
+
+def test_fp8_all_gather_is_tensorwise_only_and_the_reduce_scatter_fp32(rendered):
+    """torchao's FP8 all-gather works with tensorwise scaling only; torchtitan removed tensorwise and the flag in
+    commit 6348d93 (April 2026, deleting docs/float8.md) and reduces gradients in fp32 (mixed_precision_reduce)."""
+    psi = formulas.PRESETS["70B"].params
+    text = text_of(rendered["fp8-recipes"])
+    assert "stays bf16" not in text and "docs/float8.md" not in text
+    assert "tensorwise scaling only" in text and "dropped tensorwise in April 2026" in text
+    assert f"reduce-scatter is fp32, {gb(63 / 64 * psi * 4)}" in text  # (N−1)/N · 4Ψ on 64 ranks
+
+
+def test_fsdp2_mesh_uses_torchtitans_fsdp_dimension(rendered):
+    """torchtitan #1660 (December 2025) renamed dp_shard_cp: llama3/parallelize.py calls
+    parallel_dims.get_mesh(["dp_replicate", "fsdp"])."""
+    text = text_of(rendered["fsdp2-mesh"])
+    assert "dp_shard_cp" not in text
+    assert 'get_mesh(["dp_replicate", "fsdp"])' in text
+
+
+def test_fsdp_traffic_is_quoted_with_the_fp32_reduce_the_deck_recommends(rendered):
+    """(N−1)/N · Ψ · (2 + 2 + 4) bytes with an fp32 reduce-scatter: 551 GB for 70B on 64 ranks, twice DDP's bf16
+    all-reduce; the bf16 figure beside it."""
+    psi, n = formulas.PRESETS["70B"].params, 64
+    fp32, bf16, ddp = (n - 1) / n * psi * 8, (n - 1) / n * psi * 6, 2 * (n - 1) / n * psi * 2
+    assert formulas.fsdp_step_bytes(psi, n, 2, 4) == pytest.approx(fp32)
+    assert formulas.fsdp_step_bytes(psi, n, 2, 2) == pytest.approx(bf16) and fp32 == pytest.approx(2 * ddp)
+    for slide_id in ("fsdp2-mesh", "five-d", "zero-pros-cons"):
+        notes = notes_of(rendered[slide_id])
+        assert gb(fp32) in notes and gb(bf16) in notes, slide_id
+    assert f"FSDP {gb(bf16)}, {gb(fp32)} with an fp32 reduce" in text_of(rendered["five-d"])
+
+
+def test_full_checkpointing_counts_the_layer_it_rebuilds_and_the_logits(rendered):
+    """Full recompute keeps 2sbh per layer but rebuilds one layer's 34sbh in backward (Korthikanti §5; the
+    deck's checkpointing-how), and the fp32 logits come on top: 7B preset (vocabulary 32,000) at 131,072 tokens."""
+    s7, seq = formulas.PRESETS["7B"], 131072
+    kept = s7.layers * 2 * seq * s7.hidden
+    peak = kept + 34 * seq * s7.hidden
+    text = text_of(rendered["strategy-map"])
+    assert "fully checkpointed still" not in text
+    assert (f"fully checkpointed {gb(kept)} kept, {gb(peak)} at the backward's peak (one layer rebuilt), "
+            f"+ {gb(seq * s7.vocab * 4)} of fp32 logits") in text
+    seq = 4096
+    peak_4k = s7.layers * 2 * seq * s7.hidden + 34 * seq * s7.hidden
+    assert f"{gb(peak_4k, 1)} at the backward's peak" in text_of(rendered["acc-ckpt-intro"])
+
+
+def test_critical_batch_is_not_what_llama_3_chose_and_the_gpu_bound_uses_one_model(rendered):
+    """Llama 3 chose and ramped 4 → 8 → 16 M tokens (§3.4.1), never calling it critical; the GPUs data parallelism
+    alone could feed must set 405B's batch against 405B's traffic, not 70B's."""
+    from app import estimate_math as scale
+
+    strategy = text_of(rendered["strategy-map"])
+    assert "(the critical batch size): Llama 3 405B ran" not in strategy and "ramped to 16 M tokens" in strategy
+    assert "4, then 8, then 16 million" in notes_of(rendered["strategy-map"])
+    big = formulas.PRESETS["405B"]
+    hide = scale.tokens_to_hide(scale.dp_sync(big.params, 3, 16384), big.params)
+    markup = rendered["critical-batch"]
+    assert "70B under ZeRO-3" not in text_of(markup)
+    assert f"405B under ZeRO-3 hides its traffic on 16,384 H100s only past {hide:,.0f} tokens per GPU: at most " \
+           f"{2048 * 8192 / hide:,.0f} GPUs" in text_of(markup)
+    assert "none of them calls its batch critical" in notes_of(markup)
+
+
+def test_layout_chooser_calls_rows_within_its_error_indistinguishable(rendered):
+    from app import estimate_math as scale
+
+    rows = scale.ranked("llama3-70b", "h100-80gb", 1024, 1024, 8192)
+    text = text_of(rendered["layout-chooser"])
+    assert "trust the ranking more than the absolute MFU" not in text
+    spread = 100 * (rows[-1]["step_time_s"] / rows[0]["step_time_s"] - 1)
+    worst = 100 * rows[0]["validation"]["worst_error"]
+    assert spread < worst  # the premise: the rows differ by less than the error
+    assert f"within ±{worst:.0f} %" in text
+    assert f"span {spread:.1f} % in step time) are indistinguishable; no ranking has been checked" in text
+
+
+def test_layout_chooser_sets_no_torchtitan_mfu_beside_nemos(rendered):
+    """torchtitan publishes no MFU (docs/performance.md: 500 W HBM2e H100s, peak unknown; full activation
+    checkpointing): a computed 29 % set beside NeMo's measured 53 % compares unlike things."""
+    notes = notes_of(rendered["layout-chooser"])
+    assert "capped at 500 watts," not in notes
+    assert "torchtitan publishes no MFU" in notes and "not comparable" in notes
+
+
+def test_layout_chooser_states_its_mfu_convention(rendered):
+    """The estimator counts attention whole, non-causal (4·s·s·h per layer forward), as NeMo's model-FLOPs formula
+    does (dgxc-benchmarking: 12·L·h²·s/h); Llama 3 does not state its convention."""
+    from simulations.estimate.models import MODELS
+
+    model = MODELS["llama3-70b"]
+    assert model.layer_forward_flops(model.seq_len)["attention"] == 4 * model.seq_len ** 2 * model.hidden
+    markup = rendered["layout-chooser"]
+    assert "MFU counts attention non-causal, as NeMo does" in text_of(markup)
+    assert "Llama 3 does not state its convention" in notes_of(markup)
+
+
+def test_attention_scores_are_the_softmax_output_and_dropout(rendered):
+    """Korthikanti §4.1: 5as²b = softmax output 2as²b + dropout mask as²b + dropout output 2as²b. Without attention
+    dropout (Llama) an unfused kernel keeps 2as²b: the 7B at 4,096 tokens, L·sbh(34 + 2as/h)."""
+    s7, seq = formulas.PRESETS["7B"], 4096
+    sbh = seq * s7.hidden
+    no_dropout = s7.layers * sbh * (34 + 2 * s7.heads * seq / s7.hidden)
+    with_dropout = s7.layers * sbh * (34 + 5 * s7.heads * seq / s7.hidden)
+    notes = notes_of(rendered["activations"])
+    assert "score and softmax matrices" not in notes
+    assert "dropout mask" in notes or "attention-dropout mask" in notes
+    assert f"{gb(no_dropout)} for this model at 4,096 tokens with the scores stored, not {gb(with_dropout)}" in notes
+
+
+def test_ddp_note_puts_pat_and_collnet_where_nccl_does(rendered):
+    """NCCL: PAT serves all-gather and reduce-scatter with one GPU per node, never all-reduce; CollNet needs
+    SHARP-capable network switches, not NVSwitch (simulations/hardware.py cites NCCL's tuning.cc)."""
+    notes = notes_of(rendered["ddp-wrong-picture"])
+    assert "never an all-reduce" in notes and "SHARP" in notes
+    assert "on NVSwitch and newer versions also NVLS" not in notes
+
+
+def test_five_d_counts_expert_traffic_as_deepseek_v3_sends_it(rendered):
+    """DeepSeek-V3 routes each token to at most 4 nodes, one InfiniBand crossing per node, FP8 dispatch
+    (§2.1.2, §3.2.2, §3.3): at most 4 copies of s·h cross, four all-to-alls a layer."""
+    text = text_of(rendered["five-d"])
+    assert f"≤ 4 nodes a token: ≤ {gb(4 * 4 * 8192 * 8192 * 2, 1)}" in text and "FP8 dispatch" in text
+
+
+def test_p3d_says_its_dp_figure_is_the_embedding_stage(rendered):
+    """The estimator's DP bytes (4.2 GB) are the busiest stage's, the one with the embedding; the conclusion's
+    3.8 GB is an even Ψ/64 slice: 2(N−1)/N · 2Ψ/64 on 8 replicas."""
+    even = 2 * 7 / 8 * 2 * formulas.PRESETS["70B"].params / 64
+    markup = rendered["p3d-live"]
+    assert "(the stage with the embedding)" in text_of(re.search(r'<p class="predict-why">(.*?)</p>', markup, re.S).group(1))
+    assert f"would send {gb(even, 1)}" in notes_of(markup)
+    assert f"{gb(even, 1)} (" in text_of(rendered["strategy-map"])  # the same figure the strategy map quotes
+
+
+def test_conclusion_memory_says_tp_assumes_sequence_parallelism(rendered):
+    text = text_of(re.search(r"<caption>(.*?)</caption>", rendered["conclusion-memory"], re.S).group(1))
+    assert "TP with sequence parallelism" in text
+
+
+def test_ep_note_keeps_deepseek_v3s_sequence_wise_loss(rendered):
+    assert "sequence-wise balance loss" in notes_of(rendered["ep-pros-cons"])  # arXiv 2412.19437 §2.1.2
+
+
+def test_notation_says_the_zero_papers_count_is_per_process(rendered):
+    """ZeRO §7.1: the 2Ψ is each process's data movement with (N−1)/N taken as 1, not a whole-model count."""
+    text = text_of(rendered["notation"])
+    assert "over the whole model" not in text
+    assert "per-rank data movement" in text and "section 7.1" in notes_of(rendered["notation"])
+
+
+def test_references_list_the_failure_slides_sources(rendered):
+    references = " ".join(text_of(m) for slide_id, m in rendered.items() if slide_id.startswith("references"))
+    for source in ("Young, A first order approximation to the optimum checkpoint interval",
+                   "Daly, A higher order estimate of the optimum checkpoint interval",
+                   "torch.distributed.checkpoint", "torchrun (elastic launch)", "dgxc-benchmarking"):
+        assert source in references, source
