@@ -511,3 +511,22 @@ def test_references_list_the_failure_slides_sources(rendered):
                    "Daly, A higher order estimate of the optimum checkpoint interval",
                    "torch.distributed.checkpoint", "torchrun (elastic launch)", "dgxc-benchmarking"):
         assert source in references, source
+
+
+# ---- issue 33, second review: each finding checked against its source ----
+
+def test_diloco_is_cited_under_its_arxiv_identifier(rendered):
+    """Douillard et al., DiLoCo, is arXiv:2311.08105; 2311.08455 is another paper."""
+    everything = " ".join(rendered.values())
+    assert "2311.08455" not in everything
+    for slide_id in ("diloco-algorithm", "diloco-pros-cons", "references-more"):
+        assert "2311.08105" in rendered[slide_id], slide_id
+
+
+def test_five_d_does_not_say_data_parallel_traffic_hides_behind_a_whole_step(rendered):
+    """DDP overlaps only the last micro-batch's backward; FSDP gathers per micro-batch (the deck's conclusion-comm,
+    comm-hides and zero-accumulation say so). DP goes outermost because it is the least frequent traffic."""
+    notes = notes_of(rendered["five-d"])
+    assert "hides behind a whole step" not in notes
+    assert "only behind the last micro-batch's backward" in notes and "every micro-batch" in notes
+    assert "per micro-batch" in text_of(re.search(r'<tr id="five-d-dp">(.*?)</tr>', rendered["five-d"], re.S).group(1))
