@@ -414,12 +414,14 @@ def gpus_to_hold(n_bytes: float, gpu: str = "H100") -> int:
     return math.ceil(n_bytes / hardware.gpu(gpu).hbm_bytes)
 
 
-def ring_attention_min_block(flops: float, bandwidth: float, element_bytes: int = 2) -> float:
+def ring_attention_min_block(flops: float, bandwidth: float, element_bytes: int = 2, causal: bool = False) -> float:
     """Tokens per K/V block for ring attention to hide its transfer behind the block's attention
     (Liu et al., Ring Attention, arXiv 2310.01889, section 3): a block of c tokens costs 4·c²·d
     FLOPs (QKᵀ and PV) and sends K and V, 2·c·d elements. Overlap needs 4c²d/F ≥ 2cd·e/B, so
-    c ≥ F·e/(2B): F/B tokens in 16-bit, whatever the head dimension d."""
-    return flops * element_bytes / (2 * bandwidth)
+    c ≥ F·e/(2B): F/B tokens in 16-bit, whatever the head dimension d. Causal with the zig-zag
+    placement, each step computes half a block's pairs but still sends a whole block: twice the tokens."""
+    work_share = 0.5 if causal else 1.0
+    return flops * element_bytes / (2 * bandwidth * work_share)
 
 
 # -- failures and the checkpoint interval --------------------------------------------------------

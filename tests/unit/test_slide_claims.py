@@ -530,3 +530,87 @@ def test_five_d_does_not_say_data_parallel_traffic_hides_behind_a_whole_step(ren
     assert "hides behind a whole step" not in notes
     assert "only behind the last micro-batch's backward" in notes and "every micro-batch" in notes
     assert "per micro-batch" in text_of(re.search(r'<tr id="five-d-dp">(.*?)</tr>', rendered["five-d"], re.S).group(1))
+
+
+def test_fp8_recipes_name_transformer_engines_blockwise_and_fp4_recipes(rendered):
+    """TE ships DeepSeek-V3's 1×128 / 128×128 scaling as Float8BlockScaling (E4M3 for gradients too) and, on
+    Blackwell, NVFP4BlockScaling (E2M1, one scale per 16 values): TE 2.15 Common API, FP8 Blockwise Scaling docs."""
+    markup = rendered["fp8-recipes"]
+    assert "DeepSeek-V3 / TE block, activations" in text_of(markup) and "DeepSeek-V3, activations" not in text_of(markup)
+    notes = notes_of(markup)
+    assert "Float8BlockScaling, E4M3 for gradients too" in notes and "NVFP4" in notes and "per 16 values" in notes
+
+
+def test_ring_overlap_threshold_is_causal_zigzag_at_the_sustained_rate(rendered):
+    """Causal zig-zag computes half a block per step and still sends a whole one: 2F/β, with the deck's sustained
+    699 TFLOP/s, not the 989 peak for full blocks (2,200 / 19,800)."""
+    h100 = hardware.gpu("H100")
+    text = text_of(rendered["ring-measured"])
+    for bandwidth in (h100.nvlink_bandwidth, h100.network_per_gpu):
+        old = "{:,.0f}".format(round(formulas.ring_attention_min_block(h100.peak_flops, bandwidth), -2))
+        assert old not in text, old
+        causal = h100.sustained_flops * 2 / bandwidth  # 2F/β with 16-bit K, V
+        assert "{:,.0f}".format(round(causal, -2)) in text
+    assert f"at {h100.sustained_flops / 1e12:.0f} TFLOP/s" in text and "causal with zig-zag" in text
+
+
+def test_fsdp_units_say_the_root_stays_gathered(rendered):
+    """FSDP2's reshard_after_forward=None is False for the root (torch _fully_shard.py): the root's embedding and
+    head stay gathered from forward to the end of backward; torchtitan wraps them as units of their own."""
+    markup = rendered["fsdp-units"]
+    assert "about the largest unit (two with prefetch), not the model" not in text_of(markup)
+    assert "the root, which stays gathered by default" in text_of(markup)
+    assert "does not reshard the root after forward" in notes_of(markup) and "units of their own" in notes_of(markup)
+
+
+def test_zero2_is_free_in_communication_only_without_accumulation(rendered):
+    """ZeRO-2 keeps a gradient shard, so with m micro-batches it reduce-scatters each one: (m+1)Ψ, as the deck's
+    zero-accumulation measures; only ZeRO-1 sends DDP's bytes whatever m."""
+    markup = rendered["zero-pros-cons"]
+    assert "Stages 1–2 cost no extra communication" not in text_of(markup)
+    assert "ZeRO-1 costs no extra communication" in text_of(markup) and "ZeRO-2 too, without accumulation" in text_of(markup)
+    assert "Stages 1 and 2 are free" not in notes_of(markup) and "(m+1)Psi" in notes_of(markup)
+    assert "the same (stage 1; stage 2 without accumulation)" in text_of(rendered["ways-out"])
+
+
+def test_fsdp2_accumulation_recipe_keeps_the_parameters_gathered_too(rendered):
+    """set_requires_gradient_sync(False) skips only the reduce-scatter; without set_reshard_after_backward(False)
+    every micro-batch's forward gathers again (torch _fully_shard.py docstrings)."""
+    notes = notes_of(rendered["zero-accumulation"])
+    assert "set_requires_gradient_sync(False)" in notes and "set_reshard_after_backward(False)" in notes
+
+
+def test_layout_chooser_notes_say_fsdp_with_pp_is_not_searched(rendered):
+    """simulations/estimate/search.py offers ZeRO-3 only when pp == 1; torchtitan runs FSDP under PP without
+    resharding after forward."""
+    notes = notes_of(rendered["layout-chooser"])
+    assert "tries every layout the cluster allows" not in notes
+    assert "ZeRO-3 only without PP" in notes and "is not searched" in notes
+
+
+def test_conclusion_prices_bf16_gradients_and_says_megatron_keeps_fp32(rendered):
+    """Megatron-Core's distributed optimizer: bf16 parameters, fp32 gradients, 6 + 12/d bytes a parameter; bf16
+    training accumulates and reduces gradients in fp32 unless --grad-reduce-in-bf16."""
+    big = formulas.PRESETS["70B"]
+    tp, gpus = 8, 64
+    bf16 = sum(formulas.per_gpu_memory(big.params, big, zero_stage=1, gpus=gpus, tp=tp, activation_checkpointing=True,
+                                       seq_len=4096, micro_batch=1).values())
+    megatron = bf16 + 2 * big.params / tp  # fp32 main grads in place of bf16 ones, unsharded under ZeRO-1
+    assert (6 + 12 / (gpus // tp)) * big.params / tp - (4 + 12 / (gpus // tp)) * big.params / tp == pytest.approx(
+        megatron - bf16)
+    notes = notes_of(rendered["conclusion-memory"])
+    assert f"takes {gb(megatron, 1)}, not {gb(bf16, 1)}" in notes and "6 + 12/d" in notes
+    assert "bf16 weights and gradients" in text_of(re.search(r"<caption>(.*?)</caption>",
+                                                             rendered["conclusion-memory"], re.S).group(1))
+    comm = rendered["conclusion-comm"]
+    assert "bf16 gradients and weights, reduced in bf16" in text_of(comm)
+    assert "--grad-reduce-in-bf16" in notes_of(comm) and "1.5 times ZeRO-1's bytes and twice DDP's" in notes_of(comm)
+
+
+def test_comm_hides_says_its_crossover_charges_the_all_gather_to_the_backward(rendered):
+    """The estimator's DP time is reduce-scatter + all-gather against one backward; with Megatron's
+    --overlap-param-gather the all-gather hides behind the next forward instead."""
+    markup = rendered["comm-hides"]
+    assert "which Megatron overlaps with the next forward" not in notes_of(markup)
+    assert "--overlap-param-gather" in notes_of(markup)
+    assert "a bound: overlapping the all-gather with the next forward moves the dots left" in text_of(markup)

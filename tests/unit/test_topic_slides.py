@@ -119,9 +119,9 @@ def test_fp8_recipes_scale_overheads_and_fp8_gathers(rendered):
     rows = {text_of(name): [text_of(c) for c in cells]
             for name, cells in ((r.group(1), re.findall(r"<td>(.*?)</td>", r.group(2), re.S))
                                 for r in re.finditer(r'<th scope="row">(.*?)</th>(.*?)</tr>', table, re.S))}
-    # One fp32 scale per 1×128 tile and per 128×128 block (DeepSeek-V3 §3.3), one E8M0 byte per 32 (MX).
-    assert rows["DeepSeek-V3, activations"][-2:] == ["128", f"{100 * 4 / 128:.2g} %"]
-    assert rows["DeepSeek-V3, weights"][-2:] == ["16,384", f"{100 * 4 / 128**2:.2g} %"]
+    # One fp32 scale per 1×128 tile and per 128×128 block (DeepSeek-V3 §3.3; TE Float8BlockScaling), one E8M0 byte per 32 (MX).
+    assert rows["DeepSeek-V3 / TE block, activations"][-2:] == ["128", f"{100 * 4 / 128:.2g} %"]
+    assert rows["DeepSeek-V3 / TE block, weights"][-2:] == ["16,384", f"{100 * 4 / 128**2:.2g} %"]
     assert rows["MXFP8 (Blackwell)"][-2:] == ["32", f"{100 / 32:.2g} %"]
     assert rows["TE delayed"][-1] == "≈ 0" and rows["torchao rowwise"][-2] == f"{formulas.PRESETS['70B'].hidden:,}"
     psi = formulas.PRESETS["70B"].params
