@@ -614,3 +614,70 @@ def test_comm_hides_says_its_crossover_charges_the_all_gather_to_the_backward(re
     assert "which Megatron overlaps with the next forward" not in notes_of(markup)
     assert "--overlap-param-gather" in notes_of(markup)
     assert "a bound: overlapping the all-gather with the next forward moves the dots left" in text_of(markup)
+
+
+def test_fp32_gradients_cost_18_bytes_in_megatron_and_20_with_a_separate_buffer(rendered):
+    """Megatron-Core's distributed-optimizer table: bf16 parameters, fp32 gradients, 18 bytes a parameter; the
+    Playbook's 20 keeps a bf16 gradient and a separate fp32 accumulator."""
+    psi = formulas.PRESETS["7B"].params
+    text = text_of(rendered["bytes-per-parameter"])
+    assert f"{gb(20 * psi)} instead of {gb(16 * psi)} for 7B; Megatron's fp32 gradients replace the bf16 ones" in text
+    assert f"+2\\Psi : {gb(18 * psi)}" in text or f"{gb(18 * psi)}." in text
+
+
+def test_diloco_with_one_inner_step_is_ddp_only_with_inner_sgd(rendered):
+    """With inner AdamW the averaged update is mean_i Adam_i(g_i), not Adam(mean_i g_i) (DiLoCo, Algorithm 1)."""
+    text = text_of(rendered["diloco-algorithm"])
+    assert "is plain data parallelism of the parameter updates" not in text
+    assert "only with an inner SGD" in text and "separate Adam steps" in text
+
+
+def test_checkpointing_gives_the_peak_saving_with_one_layer_rebuilt(rendered):
+    """Kept: 2sbh a layer against FlashAttention's 34sbh (17×); at the backward's peak one layer's 34sbh is rebuilt
+    on top of the L kept inputs: 34L / (2L + 34), 11× for 32 layers."""
+    layers = formulas.PRESETS["7B"].layers
+    text = text_of(rendered["checkpointing-how"])
+    assert "keeps 17× less" in text and f"one layer rebuilt, {34 * layers / (2 * layers + 34):.0f}× less" in text
+
+
+def test_gradient_mean_needs_as_many_samples_on_every_rank(rendered):
+    """The deck's accumulation-how: a mean of means is the global mean only with equal counts."""
+    assert "with as many samples (tokens) on each GPU" in text_of(rendered["basics-many-gpus"])
+    assert "with as many on every rank" in notes_of(rendered["ddp-intro"])
+
+
+def test_expert_all_to_alls_can_overlap_another_micro_batch(rendered):
+    """DeepSeek-V3's DualPipe (arXiv 2412.19437 §3.2.1); torch.distributed.pipelining.ScheduleDualPipeV."""
+    text = text_of(rendered["ep-pros-cons"])
+    assert "DualPipe" in text and "ScheduleDualPipeV" in text
+
+
+def test_the_wide_area_link_is_compared_with_a_nodes_network(rendered):
+    """12.5 GB/s between sites against 400 GB/s leaving one node: 32×, not orders of magnitude."""
+    h100 = hardware.gpu("H100")
+    text = text_of(rendered["diloco-problem"])
+    assert "orders of magnitude" not in text
+    assert f"{h100.node_egress / 12.5e9:.0f}× less than one node's {h100.node_egress / GB:.0f} GB/s of network" in text
+
+
+def test_basics_list_and_the_45_minute_track_name_every_dimension(rendered):
+    from app.slides import load_deck as deck_of
+
+    text = text_of(rendered["basics-loop"])
+    assert "one of these four" not in text and "the sequence" in text and "experts" in text
+    assert "5D parallelism" in deck_of(SLIDES).find_track("45").title
+
+
+def test_gpipe_memory_is_named_as_its_order_without_rematerialisation(rendered):
+    """GPipe (arXiv 1811.06965 §2.3) re-materialises and keeps boundary activations; the run is torch's ScheduleGPipe,
+    all forwards then all backwards without it."""
+    assert "GPipe's order without its re-materialisation" in text_of(rendered["pp-pros-cons"])
+    assert "the GPipe paper recomputes them instead" in notes_of(rendered["pp-gpipe"])
+
+
+def test_conclusion_tp_times_are_for_one_pipeline_stage(rendered):
+    """conclusion-comm computes tp_per_token over layers // P = 10 layers of 70B, not one layer; full recomputation
+    re-runs the forward's 2 all-reduces (Korthikanti et al. §5)."""
+    big = formulas.PRESETS["70B"]
+    text = text_of(rendered["conclusion-comm"])
+    assert f"(6 with full recomputation), one pipeline stage of 70B, {big.layers // 8} layers" in text
