@@ -681,3 +681,12 @@ def test_conclusion_tp_times_are_for_one_pipeline_stage(rendered):
     big = formulas.PRESETS["70B"]
     text = text_of(rendered["conclusion-comm"])
     assert f"(6 with full recomputation), one pipeline stage of 70B, {big.layers // 8} layers" in text
+
+
+def test_notation_names_the_symbols_that_mean_something_else_locally(rendered):
+    """checkpoint-interval's M (MTBF), critical-batch's S and E (McCandlish et al.), basics-loop's h and
+    accumulation-how's n and k reuse letters the notation table defines; the slide says so."""
+    assert r"\tau/2M" in rendered["checkpoint-interval"] and "S_{\\min}" in rendered["critical-batch"]
+    text = text_of(rendered["notation"])
+    assert "Exceptions, defined where they appear" in text and "mean time between failures" in text
+    assert "one meaning throughout" not in notes_of(rendered["notation"])
