@@ -690,3 +690,17 @@ def test_notation_names_the_symbols_that_mean_something_else_locally(rendered):
     text = text_of(rendered["notation"])
     assert "Exceptions, defined where they appear" in text and "mean time between failures" in text
     assert "one meaning throughout" not in notes_of(rendered["notation"])
+
+
+def test_checkpoint_bound_is_the_state_not_4_gb_on_every_gpu(rendered):
+    """Llama 3 §3.3.1: "1 MB to 4 GB per GPU" is a range across GPUs; 4 GB × 16,384 = 65.5 TB is 13× the 12-byte
+    state. The bound is every model state ZeRO counts, 16 B × 405B, at 2 TB/s."""
+    text = text_of(rendered["checkpoint-interval"])
+    assert "at most 4 GB on each of 16,384 GPUs" not in text
+    big = 16 * 405e9
+    delta = big / 2e12
+    mtbf_s = 54 * 24 * 3600 / 419
+    tau = math.sqrt(2 * delta * mtbf_s)
+    assert f"{big / 1e12:.2f} TB: every model state ZeRO counts, 16 B, an upper bound {delta:.1f} {tau / 60:.1f}" in text
+    assert f"would be {4e9 * 16384 / 1e12:.0f} TB, {4e9 * 16384 / (12 * 405e9):.0f} times the state" in \
+        notes_of(rendered["checkpoint-interval"])
