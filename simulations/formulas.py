@@ -123,7 +123,7 @@ def transformer_params(hidden: int, layers: int, vocab: int) -> int:
 
 def activation_bytes_per_layer(seq: int, micro_batch: int, hidden: int, heads: int, tp: int = 1,
                                recompute: Recompute = "none", sequence_parallel: bool = True,
-                               flash_attention: bool = False) -> float:
+                               flash_attention: bool = False, attention_dropout: bool = True) -> float:
     """Activation bytes one transformer layer keeps for backward, in 16-bit (Korthikanti et al.).
 
     No recomputation: s·b·h·(34 + 5·a·s/h); with tensor parallel degree t and sequence
@@ -136,6 +136,9 @@ def activation_bytes_per_layer(seq: int, micro_batch: int, hidden: int, heads: i
     recomputes them in backward), so the 5·a·s/h term goes as with selective recomputation
     (Ultra-Scale Playbook; every Llama-class run). The 34 is Korthikanti's count for a GPT-3
     layer (GeLU MLP of 4h, dropout); a SwiGLU layer without dropout keeps about as much.
+    The 5·a·s²·b of stored scores is the softmax output (2·a·s²·b), the attention-dropout mask (a·s²·b) and the
+    dropout's output (2·a·s²·b) (their section 4.1). `attention_dropout=False`, as in Llama: an unfused kernel
+    still keeps the softmax output, 2·a·s²·b, the term 2·a·s/h.
     """
     sbh = seq * micro_batch * hidden
     if recompute not in ("none", "selective", "full"):
@@ -143,14 +146,15 @@ def activation_bytes_per_layer(seq: int, micro_batch: int, hidden: int, heads: i
     if recompute == "full":
         return 2 * sbh / (tp if sequence_parallel else 1)
     stores_scores = recompute == "none" and not flash_attention
-    attention = 5 * heads * seq / hidden if stores_scores else 0.0
+    attention = (5 if attention_dropout else 2) * heads * seq / hidden if stores_scores else 0.0
     if sequence_parallel or tp == 1:
         return sbh * (34 + attention) / tp
     return sbh * (10 + (24 + attention) / tp)
 
 
 def activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int, layers: int, tp: int = 1,
-                     pp: int = 1, recompute: Recompute = "none", flash_attention: bool = False) -> float:
+                     pp: int = 1, recompute: Recompute = "none", flash_attention: bool = False,
+                     attention_dropout: bool = True) -> float:
     """Activation bytes on the busiest GPU: its L/p layers times the micro-batches in flight.
 
     Under 1F1B with m ≥ p the first stage holds p micro-batches (REFERENCE.md, "Peak in-flight
@@ -160,8 +164,23 @@ def activation_bytes(seq: int, micro_batch: int, hidden: int, heads: int, layers
     layers_per_stage = layers / pp
     in_flight = pp
     per_layer = activation_bytes_per_layer(seq, micro_batch, hidden, heads, tp, recompute,
-                                           flash_attention=flash_attention)
+                                           flash_attention=flash_attention, attention_dropout=attention_dropout)
     return per_layer * layers_per_stage * in_flight
+
+
+def full_recompute_peak_bytes(seq: int, micro_batch: int, hidden: int, heads: int, layers: int,
+                              flash_attention: bool = True) -> float:
+    """Activation bytes at the peak of a fully checkpointed backward, one GPU: every layer's kept input (2·s·b·h
+    each, Korthikanti et al. section 5) plus the one layer whose forward is being replayed, which rebuilds all
+    that layer keeps for its backward. Before the logits and the framework's buffers."""
+    kept = activation_bytes(seq, micro_batch, hidden, heads, layers, recompute="full")
+    rebuilt = activation_bytes_per_layer(seq, micro_batch, hidden, heads, flash_attention=flash_attention)
+    return kept + rebuilt
+
+
+def logits_bytes(tokens: int, vocab: int, element: int = 4) -> float:
+    """Bytes of one micro-batch's output logits, tokens × vocabulary, fp32 by default (the loss upcasts them)."""
+    return tokens * vocab * element
 
 
 # -- communication ---------------------------------------------------------------------------------
@@ -251,6 +270,14 @@ def hsdp_bytes(size: float, shards: int, replicas: int) -> dict[str, float]:
     replicas, an all-reduce of this rank's gradient shard only: 2(R−1)/R · size/shards."""
     return {"shard": 3 * all_gather_bytes(size, shards),
             "replicate": ring_all_reduce_bytes(size / shards, replicas)}
+
+
+def fsdp_step_bytes(psi: float, ranks: int, param_bytes: int = 2, reduce_bytes: int = 2) -> float:
+    """Bytes each rank sends per step under ZeRO-3 / FSDP on a ring: two all-gathers of the parameters in
+    `param_bytes` (forward, backward) and a reduce-scatter of the gradients in `reduce_bytes`,
+    (N−1)/N · Ψ · (2·param_bytes + reduce_bytes). An fp32 reduce (FSDP2's reduce_dtype=torch.float32, torchtitan's
+    only mixed_precision_reduce, Llama 3's practice) makes it (N−1)/N · 8Ψ: twice DDP's bf16 all-reduce."""
+    return 2 * all_gather_bytes(psi * param_bytes, ranks) + all_gather_bytes(psi * reduce_bytes, ranks)
 
 
 # -- pipeline bubble -------------------------------------------------------------------------------
@@ -387,12 +414,14 @@ def gpus_to_hold(n_bytes: float, gpu: str = "H100") -> int:
     return math.ceil(n_bytes / hardware.gpu(gpu).hbm_bytes)
 
 
-def ring_attention_min_block(flops: float, bandwidth: float, element_bytes: int = 2) -> float:
+def ring_attention_min_block(flops: float, bandwidth: float, element_bytes: int = 2, causal: bool = False) -> float:
     """Tokens per K/V block for ring attention to hide its transfer behind the block's attention
     (Liu et al., Ring Attention, arXiv 2310.01889, section 3): a block of c tokens costs 4·c²·d
     FLOPs (QKᵀ and PV) and sends K and V, 2·c·d elements. Overlap needs 4c²d/F ≥ 2cd·e/B, so
-    c ≥ F·e/(2B): F/B tokens in 16-bit, whatever the head dimension d."""
-    return flops * element_bytes / (2 * bandwidth)
+    c ≥ F·e/(2B): F/B tokens in 16-bit, whatever the head dimension d. Causal with the zig-zag
+    placement, each step computes half a block's pairs but still sends a whole block: twice the tokens."""
+    work_share = 0.5 if causal else 1.0
+    return flops * element_bytes / (2 * bandwidth * work_share)
 
 
 # -- failures and the checkpoint interval --------------------------------------------------------

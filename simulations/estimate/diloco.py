@@ -1,6 +1,6 @@
 """DiLoCo on a modelled cluster: one outer round, H inner steps and one synchronisation.
 
-Douillard et al., "DiLoCo: Distributed Low-Communication Training of Language Models" (arXiv:2311.08455),
+Douillard et al., "DiLoCo: Distributed Low-Communication Training of Language Models" (arXiv:2311.08105),
 Algorithm 1, as simulations/scenarios/diloco.py runs it: every worker takes H inner steps on its own data
 with no communication between workers, then all-reduces its pseudo-gradient Δ = θ − θ_i (the parameters'
 change over the round) and applies the outer optimizer, SGD with Nesterov momentum, to the global θ.

@@ -1,7 +1,7 @@
 """Training across datacenters: DiLoCo, many local steps, then one outer sync.
 
 Douillard et al., "DiLoCo: Distributed Low-Communication Training of Language Models"
-(arXiv:2311.08455), Algorithm 1. Workers sit in different datacenters, linked by a
+(arXiv:2311.08105), Algorithm 1. Workers sit in different datacenters, linked by a
 slow wide-area network, each with its own shard of the data. Instead of averaging
 gradients every step (DDP), every worker:
 

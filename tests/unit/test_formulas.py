@@ -211,6 +211,8 @@ def test_ring_attention_overlap_needs_blocks_of_flops_over_bandwidth():
     assert 19000 < f.ring_attention_min_block(h100.peak_flops, h100.network_per_gpu) < 21000
     # fp32 blocks carry twice the bytes: twice the tokens.
     assert f.ring_attention_min_block(1e12, 1e9, 4) == 2 * f.ring_attention_min_block(1e12, 1e9)
+    # Causal with zig-zag: half a block's work per step, a whole block sent: twice the tokens, 2F/B.
+    assert f.ring_attention_min_block(1e12, 1e9, causal=True) == 2 * f.ring_attention_min_block(1e12, 1e9)
 
 
 def test_collective_sent_bytes_from_the_buffer_handed_to_the_op():

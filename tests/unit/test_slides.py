@@ -193,7 +193,7 @@ def test_ring_overlap_condition_is_computed(rendered):
     h100 = hardware.gpu("H100")
     slide = text_of(rendered["ring-measured"])
     for bandwidth in (h100.nvlink_bandwidth, h100.network_per_gpu):
-        assert "{:,.0f}".format(round(formulas.ring_attention_min_block(h100.peak_flops, bandwidth), -2)) in slide
+        assert "{:,.0f}".format(round(formulas.ring_attention_min_block(h100.sustained_flops, bandwidth, causal=True), -2)) in slide
     assert "does not shrink with N: each rank" not in slide or "Ulysses" in slide
 
 
