@@ -662,11 +662,9 @@ def test_the_wide_area_link_is_compared_with_a_nodes_network(rendered):
 
 
 def test_basics_list_and_the_45_minute_track_name_every_dimension(rendered):
-    from app.slides import load_deck as deck_of
-
     text = text_of(rendered["basics-loop"])
     assert "one of these four" not in text and "the sequence" in text and "experts" in text
-    assert "5D parallelism" in deck_of(SLIDES).find_track("45").title
+    assert "5D parallelism" in load_deck(SLIDES).find_track("45").title
 
 
 def test_gpipe_memory_is_named_as_its_order_without_rematerialisation(rendered):
