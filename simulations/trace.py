@@ -11,6 +11,7 @@ here returns at once, so the same code runs untraced.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from simulations.frames import Frame
+from simulations.frames import Frame, TensorView
 
 MAX_VALUES = 64  # tensors up to this many elements travel with their values
 
@@ -50,6 +51,31 @@ def values_of(t: torch.Tensor, limit: int = MAX_VALUES) -> list[float] | None:
     return [round(v, 6) for v in t.reshape(-1).tolist()]
 
 
+def snapshot(t: torch.Tensor, limit: int = MAX_VALUES) -> torch.Tensor | None:
+    """A copy of a small tensor's values, to be read later by `resolve_values`: one tensor op, where
+    `values_of` costs several plus a round() per element, on the rank's critical path."""
+    if t.numel() > limit:
+        return None
+    return t.detach().to("cpu", torch.float32, copy=True)
+
+
+def resolve_values(fragments: list[dict]) -> list[dict]:
+    """Turn the snapshots (`snapshot`) in these fragments' transfers into value lists, all in one pass.
+
+    Equal to `values_of` of each: a float32 times 10⁶ is exact in float64 (24 + 14 significand bits),
+    so rounding that product half to even and dividing by 10⁶ is Python's round(v, 6), bit for bit."""
+    pending = [t for f in fragments for t in f.get("transfers", ()) if isinstance(t["values"], torch.Tensor)]
+    if not pending:
+        return fragments
+    flat = torch.cat([t["values"].reshape(-1) for t in pending]).double()
+    values = flat.mul_(1e6).round_().div_(1e6).tolist()
+    start = 0
+    for t in pending:
+        end = start + t["values"].numel()
+        t["values"], start = values[start:end], end
+    return fragments
+
+
 # On the ranks, frame parts are plain dicts (cheap to build and to pickle); the parent validates
 # each merged frame once against the schema in simulations.frames.
 
@@ -74,6 +100,7 @@ class Tracer:
         self.sent: Counter[str] = Counter()  # op -> bytes this rank sent, over the whole run (always kept)
         self._transfers: list[dict] = []  # Transfer-shaped, since the last frame
         self._spans: list[dict] = []  # Span-shaped
+        self._last_views: list[dict] = []  # the tensor views of this rank's previous fragment
 
     def now(self) -> float:
         return time.time() - self.t0
@@ -91,8 +118,10 @@ class Tracer:
                                 "end": self.now(), "step": step, "args": args})
 
     def transfer(self, op: str, nbytes: int, *, dst: int | None = None, group: str = "world",
-                 chunk: int | None = None, tensor: str | None = None, values: list[float] | None = None,
-                 start: float = 0.0, end: float = 0.0) -> None:
+                 chunk: int | None = None, tensor: str | None = None,
+                 values: list[float] | torch.Tensor | None = None, start: float = 0.0, end: float = 0.0) -> None:
+        """One message or collective part. `values` may be a `snapshot`, read when the fragment leaves the
+        rank (`resolve_values`), off the op's path."""
         self.sent[op] += nbytes
         if self.enabled:
             self._transfers.append({"op": op, "src": self.rank, "dst": dst, "bytes": nbytes, "group": group,
@@ -116,16 +145,46 @@ class Tracer:
         rank_extra = dict(rank_extra or {})
         if self.device is not None and self.device.type == "cuda":  # the allocator's own count, beside the roles
             rank_extra["cuda_memory_allocated"] = torch.cuda.memory_allocated(self.device)
+        views, last = list(tensors), self._last_views
+        self._last_views = views
         fragment = {
             "index": self.index, "rank": self.rank, "phase": phase, "caption": caption,
-            "state": {"rank": self.rank, "tensors": list(tensors), "memory": measured, "status": status,
-                      "extra": rank_extra},
+            "state": {"rank": self.rank, "memory": measured, "status": status, "extra": rank_extra,
+                      "tensors": [i if i < len(last) and _repeats(view, last[i]) else view
+                                  for i, view in enumerate(views)]},
             "transfers": self._transfers, "spans": self._spans, "extra": extra or {},
         }
         self._transfers, self._spans = [], []
         self.index += 1
         if self.sink is not None:
             self.sink(fragment)
+
+
+def _repeats(view: dict, previous: dict) -> bool:
+    """The same view: equal, and no zero changed its sign (-0.0 == 0.0, but the frame shows "-0.0")."""
+    if view != previous:
+        return False
+    values = view.get("values")
+    return not values or 0.0 not in values or all(
+        math.copysign(1.0, a) == math.copysign(1.0, b) for a, b in zip(values, previous["values"]) if a == 0.0)
+
+
+class FragmentViews:
+    """The parent's side of the repeated views: each rank's views of its previous fragment, validated once.
+
+    `expand(fragment)` replaces each position (an int) by that view of the rank's previous fragment, and
+    validates each new view as a TensorView. Fragments of one rank must come in the order it made them."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, list[TensorView]] = {}
+
+    def expand(self, fragment: dict) -> dict:
+        resolve_values([fragment])  # a sink that sent its fragments as they were made (simulations.record)
+        state = fragment["state"]
+        last = self._last.get(fragment["rank"], [])
+        views = [last[v] if isinstance(v, int) else TensorView.model_validate(v) for v in state["tensors"]]
+        self._last[fragment["rank"]] = views
+        return {**fragment, "state": {**state, "tensors": views}}
 
 
 def merge_fragments(fragments: list[dict]) -> Frame:
