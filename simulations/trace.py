@@ -11,6 +11,7 @@ here returns at once, so the same code runs untraced.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -19,7 +20,7 @@ from typing import Any
 
 import torch
 
-from simulations.frames import Frame
+from simulations.frames import Frame, TensorView
 
 MAX_VALUES = 64  # tensors up to this many elements travel with their values
 
@@ -50,8 +51,39 @@ def values_of(t: torch.Tensor, limit: int = MAX_VALUES) -> list[float] | None:
     return [round(v, 6) for v in t.reshape(-1).tolist()]
 
 
-# On the ranks, frame parts are plain dicts (cheap to build and to pickle); the parent validates
-# each merged frame once against the schema in simulations.frames.
+def snapshot(t: torch.Tensor, limit: int = MAX_VALUES) -> torch.Tensor | None:
+    """A copy of a small tensor's values, to be read later by `resolve_values`: one tensor op, where
+    `values_of` costs several plus a round() per element, on the rank's critical path."""
+    if t.numel() > limit:
+        return None
+    return t.detach().to("cpu", torch.float32, copy=True)
+
+
+# A transfer as a rank records it: one list, in the fragment's transfers and (as its comm span) in its spans.
+# The parent makes the Transfer and the Span of it (FragmentDecoder): nothing on the op's path but an append.
+_VALUES = 6  # [op, bytes, dst, group, chunk, tensor, values, start, end]
+
+
+def resolve_values(fragments: list[dict]) -> list[dict]:
+    """Turn the snapshots (`snapshot`) in these fragments' transfers into value lists, all in one pass.
+
+    Equal to `values_of` of each: a float32 times 10⁶ is exact in float64 (24 + 14 significand bits),
+    so rounding that product half to even and dividing by 10⁶ is Python's round(v, 6), bit for bit."""
+    pending = [t for f in fragments for t in f.get("transfers", ())
+               if isinstance(t, list) and isinstance(t[_VALUES], torch.Tensor)]
+    if not pending:
+        return fragments
+    flat = torch.cat([t[_VALUES].reshape(-1) for t in pending]).double()
+    values = flat.mul_(1e6).round_().div_(1e6).tolist()
+    start = 0
+    for t in pending:
+        end = start + t[_VALUES].numel()
+        t[_VALUES], start = values[start:end], end
+    return fragments
+
+
+# On the ranks, frame parts are plain dicts and lists (cheap to build and to pickle); the parent
+# validates each merged frame once against the schema in simulations.frames.
 
 def tensor_view(name: str, role: str, t: torch.Tensor, *, shard: tuple[int, int] | None = None,
                 note: str | None = None, limit: int = MAX_VALUES) -> dict:
@@ -72,8 +104,8 @@ class Tracer:
         self.enabled = enabled
         self.index = 0
         self.sent: Counter[str] = Counter()  # op -> bytes this rank sent, over the whole run (always kept)
-        self._transfers: list[dict] = []  # Transfer-shaped, since the last frame
-        self._spans: list[dict] = []  # Span-shaped
+        self._transfers: list[list] = []  # transfer records (see _VALUES), since the last frame
+        self._spans: list[dict | list] = []  # Span-shaped, or a transfer record standing for its comm span
 
     def now(self) -> float:
         return time.time() - self.t0
@@ -91,14 +123,15 @@ class Tracer:
                                 "end": self.now(), "step": step, "args": args})
 
     def transfer(self, op: str, nbytes: int, *, dst: int | None = None, group: str = "world",
-                 chunk: int | None = None, tensor: str | None = None, values: list[float] | None = None,
-                 start: float = 0.0, end: float = 0.0) -> None:
+                 chunk: int | None = None, tensor: str | None = None,
+                 values: list[float] | torch.Tensor | None = None, start: float = 0.0, end: float = 0.0) -> None:
+        """One message or collective part. `values` may be a `snapshot`, read when the fragment leaves the
+        rank (`resolve_values`), off the op's path."""
         self.sent[op] += nbytes
         if self.enabled:
-            self._transfers.append({"op": op, "src": self.rank, "dst": dst, "bytes": nbytes, "group": group,
-                                    "chunk": chunk, "tensor": tensor, "values": values, "start": start, "end": end})
-            self._spans.append({"rank": self.rank, "name": op if dst is None else f"{op}→{dst}", "kind": "comm",
-                                "start": start, "end": end, "args": {"bytes": nbytes, "group": group}})
+            record = [op, nbytes, dst, group, chunk, tensor, values, start, end]
+            self._transfers.append(record)
+            self._spans.append(record)
 
     def frame(self, phase: str, caption: str, *, tensors: Iterable[dict] = (),
               memory: dict[str, int | torch.Tensor | Iterable[torch.Tensor]] | None = None,
@@ -126,6 +159,51 @@ class Tracer:
         self.index += 1
         if self.sink is not None:
             self.sink(fragment)
+
+
+def _repeats(view: dict, previous: dict) -> bool:
+    """The same view: equal, and no zero changed its sign (-0.0 == 0.0, but the frame shows "-0.0")."""
+    if not isinstance(view, dict) or view != previous:
+        return False
+    values = view.get("values")
+    return not values or 0.0 not in values or all(
+        math.copysign(1.0, a) == math.copysign(1.0, b) for a, b in zip(values, previous["values"]) if a == 0.0)
+
+
+def _transfer(rank: int, record: list) -> dict:
+    op, nbytes, dst, group, chunk, tensor, values, start, end = record
+    return {"op": op, "src": rank, "dst": dst, "bytes": nbytes, "group": group, "chunk": chunk, "tensor": tensor,
+            "values": values, "start": start, "end": end}
+
+
+def _comm_span(rank: int, record: list) -> dict:
+    op, nbytes, dst, group, _chunk, _tensor, _values, start, end = record
+    return {"rank": rank, "name": op if dst is None else f"{op}→{dst}", "kind": "comm", "start": start, "end": end,
+            "args": {"bytes": nbytes, "group": group}}
+
+
+class FragmentDecoder:
+    """The parent's side of a rank's fragments: the work the rank left out of its critical path.
+
+    `decode(fragment)` makes the Transfer and the comm Span of each transfer record, and validates the
+    fragment's tensor views, each once: a view equal to the one at the same place in the rank's previous
+    fragment is that one, already validated (a ring step changes one chunk of N; validating the other N − 1
+    again was most of the parent's work at 8 ranks). Fragments of one rank must come in the order it made them."""
+
+    def __init__(self) -> None:
+        self._views: dict[int, tuple[list[dict], list[TensorView]]] = {}  # rank -> last views, as sent and valid
+
+    def decode(self, fragment: dict) -> dict:
+        resolve_values([fragment])  # a sink that kept its fragments on the rank (simulations.record)
+        rank, state = fragment["rank"], fragment["state"]
+        sent = list(state["tensors"])
+        last_sent, last_valid = self._views.get(rank, ((), ()))
+        views = [last_valid[i] if i < len(last_sent) and _repeats(view, last_sent[i])
+                 else TensorView.model_validate(view) for i, view in enumerate(sent)]
+        self._views[rank] = (sent, views)
+        return {**fragment, "state": {**state, "tensors": views},
+                "transfers": [_transfer(rank, t) if isinstance(t, list) else t for t in fragment["transfers"]],
+                "spans": [_comm_span(rank, s) if isinstance(s, list) else s for s in fragment["spans"]]}
 
 
 def merge_fragments(fragments: list[dict]) -> Frame:

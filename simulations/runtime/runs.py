@@ -30,7 +30,7 @@ from simulations import scenarios
 from simulations.frames import Frame, Meta, RunFile, Summary
 from simulations.runtime.execute import provenance
 from simulations.runtime.pool import TOO_LARGE, RankPool, RunFailed, StopRequest
-from simulations.trace import merge_fragments
+from simulations.trace import FragmentDecoder, merge_fragments
 
 log = logging.getLogger("distdeck.runs")
 
@@ -105,6 +105,7 @@ class Run:
         self._lock = threading.Lock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._pending: dict[int, list[dict]] = {}  # frame index -> fragments received so far
+        self._decoder = FragmentDecoder()  # the transfers, spans and views the ranks sent compactly
         self.first_frame_at: float | None = None
         self.submitted_at = time.perf_counter()
         self.stop = StopRequest()  # set to stop the run at its next frame boundary
@@ -141,6 +142,8 @@ class Run:
     # -- producer side (the pool's thread) ---------------------------------------------------------
 
     def add_fragment(self, fragment: dict) -> None:
+        """One rank's part of a frame; each rank's parts must come in the order the rank made them."""
+        fragment = self._decoder.decode(fragment)
         parts = self._pending.setdefault(fragment["index"], [])
         parts.append(fragment)
         # Frames complete in order because every rank marks the same points in the same order.

@@ -18,6 +18,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from simulations.runtime.execute import run_on_rank
+from simulations.trace import resolve_values
 
 HEARTBEAT_S = 0.5
 
@@ -134,7 +135,7 @@ class FragmentBatcher:
 
     def flush(self) -> None:
         if self.batch:
-            self.send(self.batch)
+            self.send(resolve_values(self.batch))
             self.batch = []
             self.sent_at = time.monotonic()
 
