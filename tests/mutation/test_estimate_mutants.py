@@ -35,21 +35,32 @@ def _run(mutant_id: str | None) -> subprocess.CompletedProcess:
 RUN_TIMEOUT_S = 300
 
 
+# Runs at once: each is a pytest of its own on one core, mostly starting Python and collecting (about 5 s on a
+# quiet machine), so two keep this machine's two cores busy while the tests before them wait on ranks and sockets.
+AT_ONCE = 2
+
+
 class BackgroundRuns:
-    """The runs the collected tests will ask for, one at a time in a thread, in the order the tests ask: each is a
-    pytest of its own (one core), independent of every other test, so it runs beside the tests before it."""
+    """The runs the collected tests will ask for, AT_ONCE at a time in threads, in the order the tests ask: each is
+    independent of every other test, so they run beside the tests before them."""
 
     def __init__(self, ids: list[str | None]) -> None:
         self.ids = ids
         self.results: dict[str | None, subprocess.CompletedProcess | BaseException] = {}
         self.ready = threading.Condition()
-        self.current: subprocess.Popen | None = None
+        self.next = 0
+        self.running: set[subprocess.Popen] = set()
         self.stopped = False
-        self.thread = threading.Thread(target=self._work, daemon=True, name="estimator-mutants")
-        self.thread.start()
+        for worker in range(AT_ONCE):
+            threading.Thread(target=self._work, daemon=True, name=f"estimator-mutants-{worker}").start()
 
     def _work(self) -> None:
-        for mutant_id in self.ids:
+        while True:
+            with self.ready:
+                if self.next == len(self.ids):
+                    return
+                mutant_id = self.ids[self.next]
+                self.next += 1
             try:
                 result = self._one(mutant_id)
             except BaseException as error:  # noqa: BLE001 (handed to the test that asks for this run)
@@ -63,15 +74,19 @@ class BackgroundRuns:
         with self.ready:
             if self.stopped:
                 raise RuntimeError("the background runs were stopped")
-            self.current = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                            text=True)
+            process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)
+            self.running.add(process)
         try:
-            stdout, stderr = self.current.communicate(timeout=RUN_TIMEOUT_S)
+            stdout, stderr = process.communicate(timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            self.current.kill()
-            self.current.communicate()
+            process.kill()
+            process.communicate()
             raise
-        return subprocess.CompletedProcess(argv, self.current.returncode, stdout, stderr)
+        finally:
+            with self.ready:
+                self.running.discard(process)
+        return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
     def result(self, mutant_id: str | None) -> subprocess.CompletedProcess:
         with self.ready:
@@ -84,8 +99,8 @@ class BackgroundRuns:
     def stop(self) -> None:
         with self.ready:
             self.stopped = True
-            if self.current is not None and self.current.poll() is None:
-                self.current.kill()
+            for process in self.running:
+                process.kill()
 
 
 _background: BackgroundRuns | None = None
