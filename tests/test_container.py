@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.image_build import this_runs_build
 from tests.served import free_port
 from tests.sse import read_events
 
@@ -52,7 +53,13 @@ def run(argv: list[str], env: dict, timeout: float = 120, check: bool = True) ->
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    run(["make", "image"], env=os.environ, timeout=1700)
+    # `make image`, which the suite started in the background as soon as it collected these tests.
+    build = this_runs_build()
+    if not build.started():  # a run whose conftest did not start it
+        build.start()
+    status, log = build.wait(timeout_s=1700)
+    if status != 0:
+        pytest.fail(f"make image exited {status}:\n{log}")
     return Engine()
 
 

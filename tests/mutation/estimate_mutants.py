@@ -155,3 +155,15 @@ def pytest_configure(config):
     mutant = BY_ID[chosen]
     module = importlib.import_module(mutant.module)
     exec(compile(mutated_source(mutant), module.__file__, "exec"), module.__dict__)  # noqa: S102
+
+
+def starts_processes(item) -> bool:
+    """A check that starts processes: a live run on the rank pool, or torch measuring a loss in a child process."""
+    return "pool" in item.fixturenames or item.name.endswith("_holds_what_torch_holds")
+
+
+def pytest_collection_modifyitems(items):
+    """The checks that only compute first, those that start processes last (a stable sort keeps each group's
+    order). A run stops at its first failure (-x), so a mutant that a computed check catches stops before it
+    pays for ranks or torch; the outcome is the same in any order, since the run fails if any check does."""
+    items.sort(key=starts_processes)
