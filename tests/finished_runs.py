@@ -30,3 +30,13 @@ def gunzip_one_member(body: bytes) -> bytes:
     plain = member.decompress(body)
     assert member.eof and member.unused_data == b"", "one gzip member, nothing after it"
     return plain
+
+
+def run_async(func, *args):
+    """`anyio.run(func, *args)` in a thread of its own: a session's Playwright (sync API) keeps an event loop
+    in the main thread, where anyio.run refuses to start a second one."""
+    import anyio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, func, *args).result()

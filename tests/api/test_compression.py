@@ -9,7 +9,6 @@ import re
 import time
 import zlib
 
-import anyio
 import brotli
 import httpx
 import pytest
@@ -21,7 +20,7 @@ from app.settings import Settings
 from simulations.runtime import RankPool
 from tests.api.test_serving import live_server
 from tests.sse import read_events
-from tests.finished_runs import finished_run, gunzip_one_member
+from tests.finished_runs import finished_run, gunzip_one_member, run_async
 
 PAGES = ["/", "/?embed=1", "/embed/ddp?world_size=4"]
 TEXT = [*PAGES, "/static/js/player/player.js", "/static/css/deck.css", "/api/simulations"]
@@ -77,7 +76,7 @@ async def _events(scope_headers: list[tuple[bytes, bytes]], events: list[bytes])
 @pytest.mark.parametrize("encoding", ["br", "gzip"])
 def test_an_sse_stream_is_compressed_and_each_event_decodes_as_soon_as_it_is_sent(encoding):
     events = [f"event: frame\nid: {i}\ndata: {{\"i\": {i}, \"pad\": \"{'x' * 40}\"}}\n\n".encode() for i in range(5)]
-    sent = anyio.run(_events, [(b"accept-encoding", encoding.encode())], events)
+    sent = run_async(_events, [(b"accept-encoding", encoding.encode())], events)
     start, bodies = sent[0], [m["body"] for m in sent[1:]]
     headers = {k.decode(): v.decode() for k, v in start["headers"]}
     assert headers["content-encoding"] == encoding and "content-length" not in headers

@@ -8,12 +8,11 @@ import gzip
 import random
 import zlib
 
-import anyio
 import pytest
 
 from app import delivery
 from app.delivery import GzipRun, crc32_combine, finished_run_body
-from tests.finished_runs import finished_run, gunzip_one_member
+from tests.finished_runs import finished_run, gunzip_one_member, run_async
 
 
 def test_crc32_combine_is_zlibs():
@@ -59,7 +58,7 @@ def test_a_finished_run_is_compressed_once_per_encoding_and_every_viewer_gets_th
                         compressors.append(a) or real(*a, **kw))
     run = finished_run()
     before = run.nbytes
-    bodies = [anyio.run(finished_run_body, run, accept, -1) for _ in range(5)]
+    bodies = [run_async(finished_run_body, run, accept, -1) for _ in range(5)]
     assert all(got == encoding for _, got in bodies)
     if encoding is None:
         assert compressors == [] and run.nbytes == before
@@ -77,7 +76,7 @@ def test_a_finished_run_is_compressed_once_per_encoding_and_every_viewer_gets_th
 def test_a_resume_is_sent_as_gzip_even_to_a_client_that_prefers_brotli():
     """A brotli stream cannot be cut at a resume point; gzip's segments can."""
     run = finished_run()
-    parts, encoding = anyio.run(finished_run_body, run, "gzip, deflate, br", 9)
+    parts, encoding = run_async(finished_run_body, run, "gzip, deflate, br", 9)
     assert encoding == "gzip" and gunzip_one_member(b"".join(parts)) == b"".join(run.encoded(9))
-    parts, encoding = anyio.run(finished_run_body, run, "br", 9)  # no gzip: the middleware's to compress
+    parts, encoding = run_async(finished_run_body, run, "br", 9)  # no gzip: the middleware's to compress
     assert encoding is None and parts == run.encoded(9)
