@@ -6,7 +6,9 @@ Layout (so that a new section never touches a shared file):
     slides/slide.html.j2             the <section> wrapper every slide extends
     slides/sections/<NN>-<slug>/
         section.toml                 title = "...", short = "..." (top bar), then one [[slides]] table per slide
-        <slide-id>.html.j2           the slide: {% block content %} and {% block notes %}
+        <slide-id>.html.j2           the slide: {% block content %}, {% block notes %} (the long notes: the
+                                     whole deck, the 90-minute track, print) and {% block short_notes %} (two
+                                     or three spoken points, what a track with notes = "short" shows)
 
 A [[slides]] table has `id` (unique in the deck, used in the URL), `title`, and optionally
 `steps` (how many steps a static stepped slide has), `template` (defaults to `<id>.html.j2`) and
@@ -14,7 +16,9 @@ A [[slides]] table has `id` (unique in the deck, used in the URL), `title`, and 
 this slide must have those too).
 
     slides/tracks.toml               the talks for a conference slot (?track=20): one [[tracks]] table
-                                     each, name, title, minutes, and its slides' ids in deck order
+                                     each, name, title, minutes, its slides' ids in deck order, which
+                                     notes it shows ("short" or "long") and its backup slides (the last
+                                     of its slides, shown after the close for questions, outside the slot)
 
 Owns: the Slide, Section, Track and Deck models and reading them from those files, checked. Imports
 nothing of app/.
@@ -22,6 +26,8 @@ nothing of app/.
 
 import tomllib
 from pathlib import Path
+
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -58,6 +64,16 @@ class Track(BaseModel):
     title: str = Field(min_length=1)
     minutes: int = Field(ge=1, le=600)  # the slot it is written for
     slides: list[str] = Field(min_length=1)
+    # "short": each slide's short_notes block, two or three points to say (a slide without one keeps its long
+    # notes); "long": the notes block, the long form. Print always shows the long form (slides/slide.html.j2).
+    notes: Literal["short", "long"] = "long"
+    # The last of `slides`, after the closing slide: there for questions, not part of the talk's time.
+    backup: list[str] = []
+
+    @property
+    def talk_slides(self) -> list[str]:
+        """The slides the talk is given with, in order: its slides without the backup ones."""
+        return self.slides[:len(self.slides) - len(self.backup)]
 
 
 class Deck(BaseModel):
@@ -146,4 +162,8 @@ def load_tracks(path: Path, order: dict[str, int]) -> list[Track]:
         positions = [order[slide_id] for slide_id in track.slides]
         if positions != sorted(set(positions)):
             raise ManifestError(f"{path}: track {track.name!r} must list its slides once each, in deck order")
+        if track.backup and (track.slides[-len(track.backup):] != track.backup
+                             or len(track.backup) >= len(track.slides)):
+            raise ManifestError(f"{path}: track {track.name!r}: backup slides must be the last of its slides, "
+                                f"after at least one slide of the talk")
     return tracks

@@ -44,6 +44,22 @@ def budgets(deck, rendered):
     return pacing.budgets(deck, [rendered[s.id] for s in deck.slides])
 
 
+@pytest.fixture(scope="module")
+def track_rendered(deck):
+    """Each track's slides as its page renders them (a short-notes track: the short notes), by track and slide id."""
+    rendered = {}
+    for track in deck.tracks:
+        tdeck = deck.for_track(track.name)
+        rendered[track.name] = dict(zip(track.slides, render_slides(tdeck, jinja_env(SLIDES)), strict=True))
+    return rendered
+
+
+@pytest.fixture(scope="module")
+def track_budgets(deck, track_rendered):
+    """Each track's budgets, from the notes its page shows."""
+    return {t.name: pacing.budgets(deck.for_track(t.name), list(track_rendered[t.name].values())) for t in deck.tracks}
+
+
 def text_of(slide_html: str) -> str:
     """What is read on the slide and in its notes: no scripts, no tags."""
     text = re.sub(r"<script\b.*?</script>", " ", slide_html, flags=re.S)
@@ -58,18 +74,27 @@ def scenarios_of(slide_html: str) -> set[str]:
     return set(re.findall(r'class="live-sim" data-scenario="([a-z_0-9]+)"', slide_html))
 
 
-def test_three_tracks_of_about_10_25_and_50_slides(deck):
-    sizes = {t.name: len(t.slides) for t in deck.tracks}
+def test_three_tracks_of_about_15_35_and_45_slides(deck):
+    sizes = {t.name: len(t.talk_slides) for t in deck.tracks}
     assert set(sizes) == {"20", "45", "90"}
-    assert 9 <= sizes["20"] <= 14 and 20 <= sizes["45"] <= 30 and 40 <= sizes["90"] <= 60, sizes
+    assert 12 <= sizes["20"] <= 18 and 25 <= sizes["45"] <= 40 and 40 <= sizes["90"] <= 60, sizes
     assert {t.name: t.minutes for t in deck.tracks} == {"20": 20, "45": 45, "90": 90}
+    assert {t.name: t.notes for t in deck.tracks} == {"20": "short", "45": "short", "90": "long"}
+
+
+# A slot needs room for a question and one live tweak (a control changed, the run replayed): a track is written
+# for about 90 % of its minutes (18, 40.5, 81). The budgets are estimates (words at a speaking rate, seconds per
+# press), so a track is held between 80 % and 95 %: above, the first question eats the close; below, a third of
+# the slot's story is missing. The backup slides after the close are not part of the talk's time.
+SLOT_SHARE = (0.80, 0.95)
 
 
 @pytest.mark.parametrize("name", ["20", "45", "90"])
-def test_each_track_fits_its_slot_within_15_percent(deck, budgets, name):
+def test_each_track_takes_about_90_percent_of_its_slot(deck, track_budgets, name):
     track = deck.find_track(name)
-    total = sum(budgets[i].seconds for i in track.slides) / 60
-    assert abs(total - track.minutes) <= 0.15 * track.minutes, f"track {name}: {total:.1f} min for a {track.minutes}-min slot"
+    total = sum(track_budgets[name][i].seconds for i in track.talk_slides) / 60
+    low, high = (share * track.minutes for share in SLOT_SHARE)
+    assert low <= total <= high, f"track {name}: {total:.1f} min for a {track.minutes}-min slot (aim: {0.9 * track.minutes:g})"
 
 
 def test_the_whole_deck_is_longer_than_the_longest_track(deck, budgets):
@@ -83,6 +108,8 @@ def test_each_track_runs_ddp_zero_and_pipeline_live_and_ends_with_the_conclusion
     assert {"ddp", "zero", "pipeline"} <= played, f"track {name} runs {sorted(played)}"
     assert track.slides[0] == "title"
     assert deck.find(track.slides[-1]).section_slug.endswith("-conclusion"), track.slides[-1]
+    # The talk closes on which method to reach for when; the table of checks is a backup after it.
+    assert track.talk_slides[-1] == "reach-for" and track.backup == ["conclusion-measured"]
     # Data parallelism is introduced once: basics-many-gpus and ddp-intro teach the same thing.
     assert len({"basics-many-gpus", "ddp-intro"} & set(track.slides)) == 1
 
@@ -175,7 +202,7 @@ def test_every_live_slide_has_a_current_recording(deck, rendered):
 
 def test_a_live_slides_budget_counts_its_own_presses(deck, rendered, budgets):
     """A short run is budgeted at its few presses, a long one at the player's most (was: 16 for every run)."""
-    assert budgets["ep-live"].steps < 10 < budgets["ddp-memory"].steps == steps.MAX_STEPS
+    assert budgets["ep-live"].steps < 10 < budgets["fsdp2-mesh"].steps == steps.MAX_STEPS
 
 
 # ---- the manifest's checks ----
@@ -285,3 +312,92 @@ def test_the_static_export_writes_a_page_per_track_and_sends_the_query_there(tmp
             # of the body, once the first view has painted; the import map may name the module earlier).
             module = re.search(r'"first": \["[^"]*static-site\.js', html)
             assert module and "window.location.replace" in head and len(head) < module.start()
+
+
+# ---- the story each track tells ----
+
+NOTES_BLOCK = re.compile(r'<aside class="notes">(.*?)</aside>', re.S)
+# What a speaker would not say aloud: the simulator's own vocabulary, tolerances, formula shorthands, file names.
+NOT_SPOKEN = re.compile(
+    r"\bgloo\b|resize-to-zero|\b1e-\d|saved-tensor|\d·[a-z]·[a-z]|[a-z]·[a-z]·[a-z]|et al\.'s"
+    r"|\b[\w/]+\.(?:py|js|json|toml|j2|html)\b|\bsimulations/|\bstatic/|\bslides/",
+    re.I,
+)
+
+
+def spoken_notes(slide_html: str) -> str:
+    return " ".join(TAG_OR_SPACE.sub(" ", notes) for notes in NOTES_BLOCK.findall(slide_html)).split()
+
+
+TAG_OR_SPACE = re.compile(r"<[^>]+>|\s+")
+
+
+def content_of(slide_html: str) -> str:
+    """What is on the slide itself: no notes, no scripts."""
+    return re.sub(r'<aside class="notes">.*?</aside>|<script\b.*?</script>', " ", slide_html, flags=re.S)
+
+
+@pytest.mark.parametrize("name", ["20", "45"])
+def test_a_short_track_gives_each_slide_two_or_three_spoken_points(deck, rendered, track_rendered, name):
+    """The 20- and 45-minute tracks show each slide's short notes: 60-90 words a speaker can say, no simulator
+    jargon or file names; the whole deck keeps the long form."""
+    track = deck.find_track(name)
+    for slide_id in track.slides:
+        words = spoken_notes(track_rendered[name][slide_id])
+        text = " ".join(words)
+        assert 60 <= len(words) <= 90, f"track {name}, {slide_id}: {len(words)} words of notes"
+        assert not NOT_SPOKEN.search(text), f"track {name}, {slide_id}: {NOT_SPOKEN.search(text).group(0)!r} in the notes"
+        assert words != spoken_notes(rendered[slide_id]), f"{slide_id}: the short notes are the long ones"
+
+
+def test_the_90_minute_track_and_print_show_the_long_notes(deck, rendered, track_rendered):
+    for slide_id in deck.find_track("90").slides:
+        assert spoken_notes(track_rendered["90"][slide_id]) == spoken_notes(rendered[slide_id]), slide_id
+    printed = render_slides(deck.for_track("20"), jinja_env(SLIDES), print_pdf=True)
+    assert spoken_notes(printed[1]) == spoken_notes(rendered[deck.find_track("20").slides[1]])
+
+
+def test_the_not_spoken_finder_finds_what_the_old_notes_said():
+    for said in ("a real run on gloo ranks", "FSDP's resize-to-zero trick", "equal to 1e-6",
+                 "Korthikanti et al.'s 34·s·b·h bytes", "the file in simulations/scenarios", "see pacing.py"):
+        assert NOT_SPOKEN.search(said), said
+    assert not NOT_SPOKEN.search("b times s times h numbers, for micro-batch b; et al. measured it in 2022")
+
+
+# The parallelisms the title slide can promise, and the live run that shows each.
+PROMISES = {"data": "ddp", "sharded": "zero", "pipeline": "pipeline", "tensor": "tensor_parallel",
+            "expert": "expert_parallel", "context": "ring_attention"}
+
+
+@pytest.mark.parametrize("name", ["20", "45", "90"])
+def test_the_title_slide_promises_what_the_track_shows(deck, track_rendered, name):
+    subtitle = re.search(r'class="subtitle">(.*?)&mdash;', track_rendered[name]["title"], re.S).group(1).lower()
+    played = set().union(*(scenarios_of(html) for html in track_rendered[name].values()))
+    promised = {kind for kind in PROMISES if re.search(rf"\b{kind}\b", subtitle)}
+    assert promised == {kind for kind, scenario in PROMISES.items() if scenario in played}, subtitle
+
+
+@pytest.mark.parametrize("name", ["20", "45", "90"])
+def test_the_close_has_a_row_for_each_method_the_track_showed(deck, track_rendered, name):
+    close = track_rendered[name]["reach-for"]
+    rows = set(re.findall(r'<th scope="row">([^<]+)</th>', content_of(close)))
+    played = set().union(*(scenarios_of(html) for html in track_rendered[name].values()))
+    expected = {"DDP", "ZeRO-1, -2", "ZeRO-3 / FSDP", "Pipeline", "Tensor"}
+    expected |= {"Context"} if "ring_attention" in played else set()
+    expected |= {"Experts"} if "expert_parallel" in played else set()
+    assert rows == expected
+    assert "{{" not in close and "GB" in close and "MB" in close  # figures rendered, in units
+
+
+@pytest.mark.parametrize("name", ["20", "45", "90"])
+def test_a_rank_is_defined_on_the_first_slide_that_shows_the_word(deck, track_rendered, name):
+    first = next(i for i in deck.find_track(name).slides if re.search(r"\branks?\b", text_of(content_of(track_rendered[name][i]))))
+    assert "<strong>rank</strong>" in track_rendered[name][first], f"track {name}: {first} says rank before defining it"
+
+
+def test_backup_slides_must_close_the_track(tmp_path):
+    write_deck(tmp_path, '[[tracks]]\nname = "20"\ntitle = "T"\nminutes = 20\nslides = ["one", "two"]\nbackup = ["one"]\n')
+    with pytest.raises(ManifestError, match="backup slides must be the last"):
+        load_deck(tmp_path)
+    (tmp_path / "tracks.toml").write_text('[[tracks]]\nname = "20"\ntitle = "T"\nminutes = 20\nslides = ["one", "two"]\nbackup = ["two"]\n')
+    assert load_deck(tmp_path).find_track("20").talk_slides == ["one"]
