@@ -60,6 +60,24 @@ def test_a_tracks_conclusion_lists_only_the_runs_it_showed(page, deck_url):
     assert rows and set(rows) == set(played) and {"ddp", "zero", "pipeline"} <= set(rows)
 
 
+def test_the_backup_table_counts_only_the_runs_on_slides_the_audience_saw(page, deck_url):
+    """Slides next to the one shown start their runs early; the backup table counts a run once its slide was shown."""
+    session = "(s) => document.querySelector(`#measured-table tr[data-scenario='${s}'] .session`).textContent"
+    open_deck(page, f"{deck_url}/?track=20#/tp-intro/0")
+    page.wait_for_function("() => (window.distdeck.players || []).some((p) => p.scenario === 'tensor_parallel'"
+                           " && p.status === 'done')", timeout=120_000)  # tp-live's run, started early
+    page.evaluate("() => { location.hash = '#/conclusion-measured/0'; }")  # skip tp-live
+    page.wait_for_function("() => window.distdeck.position().id === 'conclusion-measured'")
+    page.wait_for_timeout(1500)  # the table updates every second
+    assert page.evaluate(session, "tensor_parallel") == "not shown"
+    page.evaluate("() => { location.hash = '#/tp-live/0'; }")
+    page.wait_for_function("() => window.distdeck.position().id === 'tp-live'")
+    page.wait_for_timeout(1500)
+    page.evaluate("() => { location.hash = '#/conclusion-measured/0'; }")
+    page.wait_for_function(f"() => ({session})('tensor_parallel').startsWith('1 run: ')", timeout=10_000)
+    assert page.evaluate(session, "ddp") == "not shown"
+
+
 PACING = """() => { const p = document.getElementById('distdeck-pacing');
   return p && { kind: p.dataset.kind, headline: p.querySelector('.pacing-headline').textContent,
                 colour: getComputedStyle(p.querySelector('.pacing-headline')).color,
