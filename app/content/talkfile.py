@@ -326,12 +326,15 @@ class _Parser:
         headings of a slide with a live view compact (as the deck's live slides have them)."""
         offset = (chunk.notes_line - 1) if notes else (chunk.start - 1)
         live = any(t.type == "fence" and t.info.strip() == LIVE_INFO for t in tokens)
-        for token in tokens:
+        headings = [i for i, t in enumerate(tokens) if t.type == "heading_open"]
+        for i, token in enumerate(tokens):
             if token.type == "fence" and token.info.strip() == LIVE_INFO:
                 if notes:
                     raise self.fail(offset + token.map[0] + 1, "a live block goes on the slide, not in its notes")
                 token.meta["live"] = self.live_block(token, offset)
-            if live and token.type == "heading_open" and token.tag in ("h1", "h2"):
+            if token.type == "heading_open" and token.tag == "h1" and i + 3 in headings and tokens[i + 3].tag == "h2":
+                token.attrSet("class", "section-kicker")  # `# Section` over `## Title`: the section's name, small
+            elif live and token.type == "heading_open" and token.tag in ("h1", "h2"):
                 token.attrSet("class", "compact")
         return MARKDOWN.renderer.render(tokens, MARKDOWN.options, {"macros": self.macros})
 
@@ -394,11 +397,12 @@ for _rule, _display in (("math_inline", False), ("math_inline_double", True), ("
 
 
 def slide_heading(tokens: list[Token]) -> tuple[str | None, str | None]:
-    """(the slide's title: its first heading's text, else its first line's; the text of its first `#` heading,
-    which opens a section, or None)."""
+    """(the slide's title: its first heading under a `#` (## …), else its `#` heading's text, else its first
+    line's; the text of its first `#` heading, which opens a section, or None)."""
     headings = [(token.tag, plain(tokens[i + 1])) for i, token in enumerate(tokens) if token.type == "heading_open"]
     opens = next((text for tag, text in headings if tag == "h1"), None)
-    title = headings[0][1] if headings else next((plain(t) for t in tokens if t.type == "inline" and plain(t)), None)
+    title = next((text for tag, text in headings if tag != "h1"), opens) or next(
+        (plain(t) for t in tokens if t.type == "inline" and plain(t)), None)
     return (title[:120] if title else None), opens
 
 
