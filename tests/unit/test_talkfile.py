@@ -304,3 +304,11 @@ def test_serve_passes_a_good_talk_to_the_server(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     # The path travels to the server (and its --reload workers) through the environment, as --runs does.
     assert started["port"] == 8123 and os.environ["DISTDECK_TALK_FILE"] == str(good.absolute())
+
+
+def test_the_readmes_example_talk_parses(tmp_path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    example = re.search(r"````markdown\n(.*?)````\n", readme, re.S)[1]
+    talk = load_talk(SLIDES, write(tmp_path, example))
+    assert [s.id for s in talk.slides] == ["title", "one-gpu-is-not-enough", "ddp-live", "two-ranks-live"]
+    assert [s.title for s in talk.sections] == ["Why many GPUs"]
