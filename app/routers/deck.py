@@ -44,6 +44,9 @@ def unknown_track(request: Request, talk: Talk) -> HTMLResponse | None:
     track = request.query_params.get("track")
     if track is None or talk.find_track(track) is not None:
         return None
+    if not talk.tracks:  # a talk file is one talk
+        return html_error(request, 422, "No such track", f"track: this talk has no tracks; leave it out, not "
+                                                         f"{track[:40]!r}")
     allowed = ", ".join(t.name for t in talk.tracks)
     return html_error(request, 422, "No such track",
                       f"track: must be one of {allowed} (or left out for the whole deck), not {track[:40]!r}")

@@ -47,6 +47,8 @@ def test_a_slide_link_opens_the_talk_at_it(client):
     response = client.get("/slides/two-ranks-gradients-averaged-by-a-ring", follow_redirects=False)
     assert response.status_code == 307 and response.headers["location"] == "/#/two-ranks-gradients-averaged-by-a-ring/0"
     assert client.get("/slides/zero-stages", follow_redirects=False).status_code == 404  # in the deck, not the talk
+    refused = client.get("/?track=20")  # the deck's tracks are not the talk's
+    assert refused.status_code == 422 and "this talk has no tracks" in refused.text
 
 
 def test_an_edit_shows_on_reload_and_a_broken_edit_is_a_page_naming_the_line(client, talk_file):
