@@ -108,7 +108,6 @@ class TalkDeck(Deck):
     speaker: str | None = None
     event: str | None = None
     date: str | None = None
-    source: str = ""  # the file, as given
 
 
 @dataclass
@@ -272,7 +271,7 @@ class _Parser:
             slide.html = self.render(tokens, chunk)
             slide.notes_html = self.render(MARKDOWN.parse("\n".join(chunk.notes)), chunk, notes=True)
         return TalkDeck(title=info.title, sections=self.sections(info, title_slide, placed), minutes=info.minutes,
-                        speaker=info.speaker, event=info.event, date=info.date, source=self.shown)
+                        speaker=info.speaker, event=info.event, date=info.date)
 
     def sections(self, info: FrontMatter, title_slide: TalkSlide,
                  placed: list[tuple[Slide, tuple, str, str | None]]) -> list[Section]:
