@@ -237,7 +237,8 @@ class _Parser:
         own: list[tuple[TalkSlide, _Chunk, list[Token]]] = []
         heading: tuple[int, str] | None = None  # (line, text) of the last `#` heading: the section it opened
         for chunk in chunks:
-            include = self.include_line(chunk)
+            tokens = MARKDOWN.parse("\n".join(chunk.lines))
+            include = self.include_line(chunk, tokens)
             if include is not None:
                 slide_id, line = include
                 slide = self.deck.find(slide_id)
@@ -252,7 +253,6 @@ class _Parser:
                 place = (("heading", heading[0]), heading[1], None) if heading else (
                     ("deck", deck_section.slug), deck_section.title, deck_section.short)
             else:
-                tokens = MARKDOWN.parse("\n".join(chunk.lines))
                 title, opens = slide_heading(tokens)
                 if opens is not None:
                     heading = (chunk.start, opens)
@@ -296,20 +296,23 @@ class _Parser:
 
     # -- one slide -------------------------------------------------------------------------------------
 
-    def include_line(self, chunk: _Chunk) -> tuple[str, int] | None:
-        """(slide id, line) if the slide is an `@slide ID` line; a stray @slide line elsewhere is refused."""
-        content = [(chunk.start + i, text.strip()) for i, text in enumerate(chunk.lines) if text.strip()]
-        at = [(line, text) for line, text in content if INCLUDE.match(text)]
+    def include_line(self, chunk: _Chunk, tokens: list[Token]) -> tuple[str, int] | None:
+        """(slide id, line) if the slide is an `@slide ID` line; an @slide line in a slide's text (not its code)
+        with anything else on the slide is refused."""
+        at = [(chunk.start + token.map[0] + k, text.strip()) for token in tokens if token.type == "inline" and token.map
+              for k, text in enumerate(token.content.splitlines()) if INCLUDE.match(text.strip())]
         if not at:
             return None
+        content = [(chunk.start + i, text.strip()) for i, text in enumerate(chunk.lines) if text.strip()]
         line, text = at[0]
         slide_id = INCLUDE.match(text)[1]
         if not slide_id or " " in slide_id:
             raise self.fail(line, "@slide takes one slide id, e.g. @slide ddp-live")
         if len(content) > 1:
-            other = next(n for n, t in content if n != line)
-            raise self.fail(other, f"@slide {slide_id} stands alone on its slide: put this text on a slide of its "
-                                   f"own (separated by a line ---)")
+            if content[0][0] != line:  # after text of the slide: a --- before it is missing
+                raise self.fail(line, f"@slide {slide_id} stands alone on its slide: a line --- before it starts one")
+            raise self.fail(content[1][0], f"@slide {slide_id} stands alone on its slide: put this text on a slide "
+                                           f"of its own (a line --- before it)")
         if chunk.notes_line:
             raise self.fail(chunk.notes_line, f"@slide {slide_id} brings the deck's own notes: a Note: here has no "
                                               f"slide to go on")

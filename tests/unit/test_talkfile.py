@@ -59,6 +59,7 @@ And this.
 x = 1
 ---
 Note: not notes: inside a fence
+@slide ddp-live
 ```
 ---
 # Part two
@@ -137,7 +138,7 @@ def test_markdown_list_math_table_and_notes(talk, slides_html):
     assert "<strong>this</strong>" in notes and "And this." in notes
     assert "Note:" not in own.split('<aside class="notes">')[0]
     # A `Note:` inside a fence is code, not the start of notes; `---` there does not end the slide.
-    assert "---\nNote: not notes: inside a fence" in slides_html[3]
+    assert "---\nNote: not notes: inside a fence\n@slide ddp-live" in slides_html[3]
 
 
 def test_nothing_in_a_talk_file_runs_as_a_template_or_as_html(talk, slides_html):
@@ -196,6 +197,8 @@ BROKEN = [
     ("---\ntitle: T\n---\n@slide ddp-live\n---\n@slide ddp-live\n", 6, ["already on line 4"]),
     ("---\ntitle: T\n---\n@slide ddp-live\nmore words\n", 5, ["stands alone"]),
     ("---\ntitle: T\n---\n@slide ddp-live\nNote: mine\n", 5, ["own notes"]),
+    ("---\ntitle: T\n---\n## Mine\n\nText\n@slide ddp-live\n", 7, ["a line --- before it"]),
+    ("---\ntitle: T\n---\n@slide\n", 4, ["one slide id"]),
     ("---\ntitle: T\n---\n## A\n\n```live\ndpp world_size=2\n```\n", 7,
      ["unknown scenario 'dpp'", "ddp, diloco"]),
     ("---\ntitle: T\n---\n## A\n\n```live\nddp world_size=9\n```\n", 7, ["world_size", "less than or equal to 8"]),
