@@ -74,8 +74,7 @@ def _check_talk(settings, shown: Path | None) -> None:
 def new(
     file: Annotated[Path, typer.Argument(help="The talk file to write (never over an existing file).")],
 ) -> None:
-    """Write a starter talk file that shows every feature (front matter, your own slides, the deck's slides,
-    live blocks, notes); serve it with `distdeck serve --talk FILE`."""
+    """Write a starter talk file that shows every feature and serves as is (`distdeck serve --talk FILE`)."""
     from app.content.talkfile import STARTER_TALK
 
     try:
@@ -164,8 +163,7 @@ def export(
     talk: Annotated[Path | None, typer.Option(help="Export your own talk file instead of the whole deck.",
                                              show_default=False)] = None,
 ) -> None:
-    """Write the deck (or your talk file) as a static site (any static host, any folder), with its live runs
-    recorded."""
+    """Write the deck (or your talk file) as a static site for any host, with its live runs recorded."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
