@@ -1,6 +1,7 @@
 # distdeck: the deck and its simulator, CPU only, on Debian's own base image.
 #   docker build -t distdeck .
 #   docker run -p 8000:8000 distdeck      -> http://localhost:8000
+#   docker run -p 8000:8000 -v $PWD/talks:/talks:ro -e DISTDECK_TALK_FILE=/talks/talk.md distdeck   -> your own talk
 # `make image` does the same with docker or podman (scripts/image.sh). The same steps as `make install`:
 # npm packages copied into static/vendor, then a Python environment with CPU torch 2.13.0 and the package.
 # Three stages, so that Node and the build's downloads stay behind: only the venv, the code and the

@@ -23,8 +23,11 @@ def serve(
                                               exists=True, file_okay=False)] = None,
     backend: Annotated[str | None, typer.Option(help="The pool's backend: auto, gloo or nccl (default: "
                                                      "DISTDECK_BACKEND, else auto).", show_default=False)] = None,
+    talk: Annotated[Path | None, typer.Option(help="Your own talk: a Markdown talk file (`distdeck new` writes one) "
+                                                  "served instead of the whole deck (default: DISTDECK_TALK_FILE).",
+                                             show_default=False)] = None,
 ) -> None:
-    """Serve the deck at http://HOST:PORT."""
+    """Serve the deck (or your talk file) at http://HOST:PORT."""
     import uvicorn
     from pydantic import ValidationError
 
@@ -33,6 +36,8 @@ def serve(
 
     if runs is not None:
         os.environ["DISTDECK_RUNS_DIR"] = str(runs.resolve())  # read by Settings, also in --reload workers
+    if talk is not None:
+        os.environ["DISTDECK_TALK_FILE"] = str(talk.absolute())  # read by Settings, also in --reload workers
     if backend is not None:
         os.environ["DISTDECK_BACKEND"] = backend
     try:
@@ -41,12 +46,47 @@ def serve(
         problem = exc.errors()[0]
         typer.echo(f"error: DISTDECK_{str(problem['loc'][0]).upper()}: {problem['msg']}", err=True)
         raise typer.Exit(2) from None
+    _check_talk(settings, talk)  # a wrong talk file is refused before the server starts, as export refuses it
     try:  # before the server starts: a pool of more NCCL ranks than GPUs would fail in every rank
         pick_backend(settings.backend, settings.pool_size)
     except NotEnoughGPUs as exc:
         typer.echo(f"error: {exc.advice('a pool of DISTDECK_POOL_SIZE={gpus}')}", err=True)
         raise typer.Exit(2) from None
     uvicorn.run("app.main:create_app", factory=True, host=host, port=port, reload=reload)
+
+
+def _check_talk(settings, shown: Path | None) -> None:
+    """Exit 2 with `FILE:LINE: what is wrong` if the settings' talk file does not load (`shown`: the path as the
+    user typed it, for the message)."""
+    from app.content.talk import load_talk
+    from app.content.talkfile import TalkFileError
+
+    if settings.talk_file is None:
+        return
+    try:
+        load_talk(settings.slides_dir, shown if shown is not None else settings.talk_file)
+    except TalkFileError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+
+
+@cli.command()
+def new(
+    file: Annotated[Path, typer.Argument(help="The talk file to write (never over an existing file).")],
+) -> None:
+    """Write a starter talk file that shows every feature and serves as is (`distdeck serve --talk FILE`)."""
+    from app.content.talkfile import STARTER_TALK
+
+    try:
+        with file.open("x", encoding="utf-8") as out:  # "x": refuse an existing file, atomically
+            out.write(STARTER_TALK.read_text(encoding="utf-8"))
+    except FileExistsError:
+        typer.echo(f"error: {file} exists; `distdeck new` never overwrites a file: choose another name", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"error: {file}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote {file}\n  serve it:  distdeck serve --talk {file}\n  export it: distdeck export site --talk {file}")
 
 
 @cli.command()
@@ -120,8 +160,10 @@ def export(
     variants: Annotated[str, typer.Option(help="grid: each live slide's default run and a small grid of its "
                                           "controls' values; default: the default runs only.")] = "grid",
     backend: Annotated[str, typer.Option(help="auto, gloo or nccl.")] = "auto",
+    talk: Annotated[Path | None, typer.Option(help="Export your own talk file instead of the whole deck.",
+                                             show_default=False)] = None,
 ) -> None:
-    """Write the deck as a static site (any static host, any folder), with its live runs recorded."""
+    """Write the deck (or your talk file) as a static site for any host, with its live runs recorded."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -132,6 +174,8 @@ def export(
     if variants not in ("grid", "default"):
         typer.echo(f"error: --variants must be grid or default, not {variants!r}", err=True)
         raise typer.Exit(2)
+    settings = Settings(backend=backend, talk_file=talk)  # type: ignore[arg-type]
+    _check_talk(settings, talk)
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
@@ -148,7 +192,7 @@ def export(
                 progress.advance(task)
 
         try:
-            report = export_site(out, settings=Settings(backend=backend), variants=variants,  # type: ignore[arg-type]
+            report = export_site(out, settings=settings, variants=variants,  # type: ignore[arg-type]
                                  on_plan=on_plan, on_run=on_run)
         except ExportError as exc:
             progress.stop()

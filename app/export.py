@@ -43,6 +43,7 @@ from app.content.live import Variants, run_id, source_hash
 from app.content.manifest import ManifestError
 from app.content.runs import RunPlanError, Wanted, differences, plan_runs
 from app.content.talk import Talk, load_talk
+from app.content.talkfile import TalkFileError
 from app.pages.deck import render_deck, track_page
 from app.pages.widget import first_frame, render_widget, widget_spec
 from app.settings import Settings
@@ -94,9 +95,11 @@ def plan(settings: Settings, variants: Variants, pool_size: int, budget: int = M
 
 def _load(settings: Settings) -> Talk:
     try:
-        return load_talk(settings.slides_dir)
+        return load_talk(settings.slides_dir, settings.talk_file)
     except ManifestError as exc:
         raise ExportError(f"the deck does not load: {exc}") from None
+    except TalkFileError as exc:
+        raise ExportError(str(exc)) from None
 
 
 # -- reuse -------------------------------------------------------------------------------------------
@@ -128,7 +131,7 @@ def _write(path: Path, text: str) -> None:
 def write_pages(settings: Settings, out: Path, used: list[str], talk: Talk | None = None) -> None:
     """Every page of the site (the deck and its tracks, plain and embedded; each used scenario's widget), the
     static files and the scenario catalog, into `out`; `talk`: the deck under the settings' slides_dir if None."""
-    talk = talk or load_talk(settings.slides_dir)
+    talk = talk or load_talk(settings.slides_dir, settings.talk_file)
     static = Path(settings.static_dir)
     for vendor in ("reveal.js", "katex", "d3"):
         if not (static / "vendor" / vendor).is_dir():

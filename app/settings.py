@@ -32,6 +32,8 @@ class Settings(BaseSettings):
         return sources
 
     slides_dir: Path = ROOT / "slides"
+    # A presenter's own talk (a Markdown talk file, app/content/talkfile.py) served instead of the whole deck.
+    talk_file: Path | None = None
     static_dir: Path = ROOT / "static"
     # Recorded runs (torchrun or `distdeck simulate --out`) that the deck can replay.
     runs_dir: Path | None = None

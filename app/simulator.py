@@ -56,7 +56,7 @@ class DeckRuns:
     def _read(self) -> set[str]:
         keys: set[str] = set()
         try:
-            talk = load_talk(self.settings.slides_dir)
+            talk = load_talk(self.settings.slides_dir, self.settings.talk_file)
             wanted, _, _ = plan_runs(talk, "default", pool_size=8)  # (a run too large for the pool never starts)
             keys |= {run_key(w.scenario, w.params) for w in wanted}
         except Exception as exc:  # noqa: BLE001 - a deck that does not load still serves its runs

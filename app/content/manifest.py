@@ -81,6 +81,7 @@ class Deck(BaseModel):
     sections: list[Section]
     tracks: list[Track] = []
     track: Track | None = None  # set on the deck of one track (for_track)
+    minutes: int | None = None  # the slot of a talk that is not a track (a talk file's front matter)
 
     @property
     def slides(self) -> list[Slide]:

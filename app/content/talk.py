@@ -3,10 +3,10 @@
 A talk is a title, sections of slides, the tracks a listener can switch to, and the track it is (if one);
 its slides render to markup in the talk's Jinja environment, and from that markup come the live simulations
 each slide starts and each slide's time budget. The whole deck is a Talk (`load_talk`), and so is each of its
-tracks (`Talk.for_track`); a presenter's own talk file is meant to produce one too, so that the page layer and
-the export never ask where a talk came from.
+tracks (`Talk.for_track`) and a presenter's own talk file (`load_talk(slides_dir, talk_file)`, read by
+app.content.talkfile), so that the page layer and the export never ask where a talk came from.
 
-Owns: Talk, load_talk. Imports app.content's manifest, markup, live and pacing modules.
+Owns: Talk, load_talk. Imports app.content's manifest, markup, live, pacing and talkfile modules.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from app.content.live import LiveSim, find_live_sims, find_scripted_runs
 from app.content.manifest import Deck, Section, Slide, Track, load_deck
 from app.content.markup import jinja_env, render_slides
 from app.content.pacing import Budget, budgets
+from app.content.talkfile import parse_talk_file
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ class Talk:
     @property
     def track(self) -> Track | None:
         return self.deck.track
+
+    @property
+    def minutes(self) -> int | None:
+        """The slot the talk must fit: its track's, or a talk file's `minutes`; None for the whole deck."""
+        return self.deck.track.minutes if self.deck.track else self.deck.minutes
 
     def find(self, slide_id: str) -> Slide | None:
         return self.deck.find(slide_id)
@@ -78,7 +84,11 @@ class Talk:
         """(slide, scenario, params) of the runs slide scripts fetch themselves (`data-runs`)."""
         return find_scripted_runs(self.live_slides_html() if slides_html is None else slides_html)
 
-def load_talk(slides_dir: Path) -> Talk:
-    """The whole deck under `slides_dir` (ManifestError if a manifest is malformed)."""
+def load_talk(slides_dir: Path, talk_file: Path | None = None) -> Talk:
+    """The whole deck under `slides_dir` (ManifestError if a manifest is malformed), or, with `talk_file`, the
+    talk that file makes of it (TalkFileError naming the file's line if the file is wrong)."""
     slides_dir = Path(slides_dir).resolve()
-    return Talk(load_deck(slides_dir), jinja_env(slides_dir))
+    deck = load_deck(slides_dir)
+    if talk_file is not None:
+        deck = parse_talk_file(talk_file, slides_dir, deck)
+    return Talk(deck, jinja_env(slides_dir))

@@ -25,8 +25,8 @@ def tracks_config(talk: Talk, budgets: dict[str, pacing.Budget]) -> dict:
     return {
         "track": talk.track.name if talk.track else None,
         "pacing": {
-            # The slot the talk must fit: the track's minutes; the whole deck has none but its budgets.
-            "slotSeconds": talk.track.minutes * 60 if talk.track else round(total),
+            # The slot the talk must fit: the track's (or talk file's) minutes; the whole deck has none but its budgets.
+            "slotSeconds": talk.minutes * 60 if talk.minutes else round(total),
             "budgets": {slide_id: b.seconds for slide_id, b in budgets.items()},
             # The panel's tooltip: how the budgets were made.
             "model": f"notes at {pacing.WORDS_PER_MINUTE} words a minute, {pacing.SECONDS_PER_STEP} s a step "

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from app.content.markup import track_query
 from app.content.talk import Talk, load_talk
+from app.content.talkfile import TalkFileError
 from app.pages.deck import render_deck
 from app.responses import html_error
 from app.settings import Settings
@@ -28,11 +29,24 @@ def _flag(request: Request, name: str) -> bool:
     return value is not None and value.strip().lower() in TRUTHY
 
 
+def _load(request: Request) -> Talk | HTMLResponse:
+    """The talk the server shows (the deck, or its talk file read again on each request, so that an edit shows on
+    reload); a talk file that went wrong since the server started is a page saying where, not a traceback."""
+    settings = _settings(request)
+    try:
+        return load_talk(settings.slides_dir, settings.talk_file)
+    except TalkFileError as exc:
+        return html_error(request, 500, "The talk file does not load", str(exc))
+
+
 def unknown_track(request: Request, talk: Talk) -> HTMLResponse | None:
     """A 422 page naming `track` and the allowed values when ?track= names no track."""
     track = request.query_params.get("track")
     if track is None or talk.find_track(track) is not None:
         return None
+    if not talk.tracks:  # a talk file is one talk
+        return html_error(request, 422, "No such track", f"track: this talk has no tracks; leave it out, not "
+                                                         f"{track[:40]!r}")
     allowed = ", ".join(t.name for t in talk.tracks)
     return html_error(request, 422, "No such track",
                       f"track: must be one of {allowed} (or left out for the whole deck), not {track[:40]!r}")
@@ -44,7 +58,9 @@ def unknown_track(request: Request, talk: Talk) -> HTMLResponse | None:
                                             "values)", "content": {"text/html": {}}}})
 def deck_page(request: Request) -> HTMLResponse:
     settings = _settings(request)
-    talk = load_talk(settings.slides_dir)
+    talk = _load(request)
+    if isinstance(talk, HTMLResponse):
+        return talk
     refused = unknown_track(request, talk)
     if refused is not None:
         return refused
@@ -61,7 +77,9 @@ def deck_page(request: Request) -> HTMLResponse:
                        404: {"description": "No slide by that id (an HTML page)", "content": {"text/html": {}}},
                        422: {"description": "No track by that name (an HTML page)", "content": {"text/html": {}}}})
 def slide_link(slide_id: str, request: Request) -> Response:
-    talk = load_talk(_settings(request).slides_dir)
+    talk = _load(request)
+    if isinstance(talk, HTMLResponse):
+        return talk
     slide = talk.find(slide_id)
     if slide is None:
         raise HTTPException(status_code=404, detail=f"No slide named {slide_id!r}")
