@@ -63,8 +63,12 @@ def _check_talk(settings, shown: Path | None) -> None:
 
     if settings.talk_file is None:
         return
+    shown = shown if shown is not None else settings.talk_file
     try:
-        load_talk(settings.slides_dir, shown if shown is not None else settings.talk_file)
+        talk = load_talk(settings.slides_dir, shown)
+        too_large = talk.deck.too_large_for(settings.pool_size)
+        if too_large is not None:
+            raise TalkFileError(str(shown), *too_large)
     except TalkFileError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None

@@ -108,6 +108,16 @@ class TalkDeck(Deck):
     speaker: str | None = None
     event: str | None = None
     date: str | None = None
+    # each ```live block's (line, scenario, ranks it runs): a server checks them against its pool at start
+    live_blocks: tuple[tuple[int, str, int], ...] = ()
+
+    def too_large_for(self, pool_size: int) -> tuple[int, str] | None:
+        """(line, why) of the first live block that needs more ranks than a pool of `pool_size`, or None."""
+        for line, name, ranks in self.live_blocks:
+            if ranks > pool_size:
+                return line, (f"{name} needs {ranks} ranks; this server's pool has {pool_size} "
+                              f"(DISTDECK_POOL_SIZE): fewer ranks, or a larger pool")
+        return None
 
 
 @dataclass
@@ -157,6 +167,7 @@ class _Parser:
         self.deck = deck or load_deck(self.slides_dir)
         self.env: Environment = jinja_env(self.slides_dir)
         self.macros = self.env.get_template("macros.html.j2").module
+        self.live_blocks: list[tuple[int, str, int]] = []
 
     def fail(self, line: int, message: str) -> TalkFileError:
         return TalkFileError(self.shown, line, message)
@@ -271,7 +282,7 @@ class _Parser:
             slide.html = self.render(tokens, chunk)
             slide.notes_html = self.render(MARKDOWN.parse("\n".join(chunk.notes)), chunk, notes=True)
         return TalkDeck(title=info.title, sections=self.sections(info, title_slide, placed), minutes=info.minutes,
-                        speaker=info.speaker, event=info.event, date=info.date)
+                        speaker=info.speaker, event=info.event, date=info.date, live_blocks=tuple(self.live_blocks))
 
     def sections(self, info: FrontMatter, title_slide: TalkSlide,
                  placed: list[tuple[Slide, tuple, str, str | None]]) -> list[Section]:
@@ -373,6 +384,7 @@ class _Parser:
         except ValidationError as exc:
             raise self.fail(line, f"{name}: {describe(exc)}") from None
         dumped = params.model_dump(mode="json")
+        self.live_blocks.append((line, name, scenario.world_size(params)))
         return str(self.macros.live(name, params={key: dumped[key] for key in given},
                                     controls=list(scenario.controls), caption=scenario.title))
 

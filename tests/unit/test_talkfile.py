@@ -315,3 +315,18 @@ def test_the_readmes_example_talk_parses(tmp_path):
     talk = load_talk(SLIDES, write(tmp_path, example))
     assert [s.id for s in talk.slides] == ["title", "one-gpu-is-not-enough", "ddp-live", "two-ranks-live"]
     assert [s.title for s in talk.sections] == ["Why many GPUs"]
+
+
+def test_serve_refuses_a_live_block_larger_than_its_pool(tmp_path, monkeypatch):
+    """A block the schema allows (8 ranks) but this server's pool cannot run is refused at start, at its line,
+    not when a viewer reaches its slide."""
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("the server started"))
+    no_talk_in_the_environment(monkeypatch)
+    monkeypatch.setenv("DISTDECK_POOL_SIZE", "2")
+    talk = write(tmp_path, "---\ntitle: T\n---\n## A\n\n```live\nddp world_size=2\n```\n---\n## B\n\n"
+                           "```live\nddp world_size=4\n```\n", "big.md")
+    result = runner.invoke(cli, ["serve", "--talk", str(talk)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{talk}:13: ddp needs 4 ranks; this server's pool has 2" in result.output
