@@ -36,7 +36,7 @@ def _load(request: Request) -> Talk | HTMLResponse:
     try:
         return load_talk(settings.slides_dir, settings.talk_file)
     except TalkFileError as exc:
-        return html_error(request, 500, "The talk file does not load", str(exc))
+        return html_error(request, 503, "The talk file does not load", str(exc))  # not a server fault: 503 until the file is fixed
 
 
 def unknown_track(request: Request, talk: Talk) -> HTMLResponse | None:

@@ -58,5 +58,5 @@ def test_an_edit_shows_on_reload_and_a_broken_edit_is_a_page_naming_the_line(cli
     line = talk_file.read_text().splitlines().index("@slide ddp-lives") + 1
     for path in ("/", "/slides/ddp-live"):
         response = client.get(path, follow_redirects=False)
-        assert response.status_code == 500 and "Traceback" not in response.text
+        assert response.status_code == 503 and "Traceback" not in response.text
         assert f"{talk_file}:{line}: @slide ddp-lives" in response.text
