@@ -553,6 +553,7 @@ export class Player {
     // Written only when they change: a text written again, even the same, lays the page out again.
     setText(this.captionEl, frame.caption);
     setData(this.element, 'frame', String(this.index));
+    setData(this.element, 'frames', String(this.frames.length));
     setData(this.element, 'phase', frame.phase);
     this.updateStatus();
     // For whoever shows the presenter what is on screen (the speaker window): caption and step.
@@ -615,7 +616,8 @@ export class Player {
     if (this.status === 'error') text = `These settings cannot run: ${this.error}.`;
     else if (this.status === 'unavailable') text = this.error.charAt(0).toUpperCase() + this.error.slice(1);
     else if (!total) text = this.status === 'streaming' ? 'Starting the ranks…' : '';
-    else text = `Frame ${this.index + 1}/${total}${this.status === 'streaming' ? ' (streaming…)' : ''}`;
+    // No frame counter here: the audience has one, the top bar's step; the frame goes to the speaker notes.
+    else text = this.status === 'streaming' ? 'Running…' : '';
     setText(this.statusEl, text);
     setData(this.element, 'status', this.status);
   }
