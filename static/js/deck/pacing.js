@@ -26,11 +26,12 @@ export function clock(seconds) {
   return h ? `${h}:${String(m).padStart(2, '0')}:${rest}` : `${m}:${rest}`;
 }
 
-/** Seconds the plan has spent when the talk is at `pos` (slide index, step of stepCount). */
+/** Seconds the plan has spent when the talk is at `pos` (slide index, step of stepCount). While a live run
+ *  still streams its steps are not all known (step 2 of "2+"): no share of the slide is counted yet. */
 export function plannedAt(budgets, ids, pos) {
   let before = 0;
   for (let i = 0; i < pos.slideIndex; i += 1) before += budgets[ids[i]] ?? 0;
-  const share = pos.stepCount > 1 ? Math.min(1, pos.step / pos.stepCount) : 0;
+  const share = pos.stepCount > 1 && !pos.pending ? Math.min(1, pos.step / pos.stepCount) : 0;
   return before + share * (budgets[ids[pos.slideIndex]] ?? 0);
 }
 
@@ -56,8 +57,8 @@ function fitSpeakerWindow(doc) {
   const style = doc.createElement('style');
   style.id = 'distdeck-speaker-style';
   style.textContent = `
-    #current-slide, #upcoming-slide { padding-top: 36px !important; }
-    #current-slide .label, #upcoming-slide .label { top: 6px !important; left: 8px !important; }
+    #current-slide, #upcoming-slide { padding-top: 40px !important; }
+    #current-slide .label, #upcoming-slide .label { top: 3px !important; left: 8px !important; }
     #speaker-layout { top: 2px !important; }
     .speaker-controls-time { padding: 4px 16px 8px !important; margin-bottom: 4px !important; }
     .speaker-controls-time .clock, .speaker-controls-time .timer { font-size: 1.4em !important; }`;
