@@ -27,10 +27,10 @@ const FEW_PHASES = 6;
 // A step's frames play within about this long, each frame's transition 150–450 ms.
 const STEP_PLAY_MS = 2400;
 const FRAME_MS = 450;
-// Phases that continue the step of the phase before them: a unit's gather, reduce-scatter and
-// free; DiLoCo's pseudo-gradient, outer all-reduce and outer step.
+// Phases that continue the step of the phase before them: a unit's reduce-scatter and free; DiLoCo's
+// pseudo-gradient, outer all-reduce and outer step. A unit's all-gather is a step of its own, so that a
+// press rests on the gathered parameters (ZeRO-3's "gather, use, free"), not only on their free.
 const JOINS = {
-  all_gather: new Set(['free', 'reduce_scatter']),
   reduce_scatter: new Set(['free']),
   pseudo_gradient: new Set(['outer_sync', 'outer_step']),
   outer_sync: new Set(['outer_step']),
