@@ -34,7 +34,7 @@ export function sentPerRank(op, buffer, ranks) {
   switch (op) {
     case 'reduce_scatter': return { sent: ((ranks - 1) / ranks) * buffer, how: `${part} of its ${bytes(buffer)}` };
     case 'all_to_all': return { sent: ((ranks - 1) / ranks) * buffer, how: `${part} of its ${bytes(buffer)}` };
-    case 'all_gather': return { sent: (ranks - 1) * buffer, how: `its ${bytes(buffer)} shard to ${ranks - 1} ranks` };
+    case 'all_gather': return { sent: (ranks - 1) * buffer, how: `its ${bytes(buffer)} to ${ranks - 1} ranks` };
     case 'all_reduce': return { sent: (2 * (ranks - 1) / ranks) * buffer, how: `2 × ${part} of its ${bytes(buffer)}` };
     default: return null;
   }
@@ -227,7 +227,8 @@ export function render(svg, { frame, meta, size }) {
         // N is the op's group (HSDP's shard groups are smaller than the ranks drawn): the transfers of that group.
         const ofOp = frame.transfers.filter((t) => t.dst == null && opName(t.op) === op);
         const group = ofOp.find((t) => t.src === ranksIn[0])?.group;
-        const ring = sentPerRank(op.replace(/-/g, '_'), members[0].total, ofOp.filter((t) => t.group === group).length);
+        const size = new Set(ofOp.filter((t) => t.group === group).map((t) => t.src)).size;
+        const ring = sentPerRank(op.replace(/-/g, '_'), members[0].total, size);
         arrows.append('text').attr('class', 'collective-label').attr('x', (xs[0] + xs[xs.length - 1]) / 2)
           .attr('y', barY + SMALL + 8).attr('text-anchor', 'middle')
           .text(fit(ring ? `${op}: each rank sends ${bytes(ring.sent)} (${ring.how})`
