@@ -266,3 +266,42 @@ def test_the_speaker_view_shows_the_question_the_vote_and_starts_on_time_after_a
     headline = speaker.locator("#distdeck-pacing .pacing-headline").text_content()
     assert headline == "On time", headline
     speaker.close()
+
+
+@pytest.mark.parametrize("op, buffer, ranks", [("reduce_scatter", 5136, 4), ("all_gather", 1284, 4), ("all_reduce", 416, 4),
+                                               ("all_to_all", 960, 3), ("reduce_scatter", 640, 2)])
+def test_a_collective_is_labelled_with_the_bytes_a_rank_sends(page, deck_url, op, buffer, ranks):
+    """The ranks view's label of a collective: what a rank sends in a ring, from the buffer the trace recorded
+    (zero1-live's reduce-scatter once read as its whole buffer), the same as simulations.formulas."""
+    from simulations import formulas
+
+    page.goto(f"{deck_url}/#/{SLIDE}/0")
+    page.wait_for_selector("html.deck-ready")
+    sent = page.evaluate("""async ([op, buffer, ranks]) => {
+        const { sentPerRank } = await import('/static/js/player/views/ranks.js');
+        return sentPerRank(op, buffer, ranks).sent; }""", [op, buffer, ranks])
+    assert sent == pytest.approx(formulas.collective_sent_bytes(op, buffer, ranks), rel=1e-12)
+
+
+def test_rank_boxes_are_as_tall_as_what_the_ranks_hold(page, deck_url):
+    """ddp-live's ranks held one line each in boxes 60 % of the slide tall: a box is as tall as its frame's
+    fullest rank needs, and no taller than the pane."""
+    page.goto(f"{deck_url}/#/{SLIDE}/0")
+    page.wait_for_selector("html.deck-ready")
+    heights = page.evaluate("""async () => {
+        if (!window.d3) await new Promise((ok) => { const s = document.createElement('script');
+          s.src = '/static/vendor/d3/d3.min.js'; s.onload = ok; document.head.append(s); });
+        const { render } = await import('/static/js/player/views/ranks.js');
+        const tensor = (i) => ({ name: `bucket${i}`, role: 'gradients', shape: [104], bytes: 416, values: null });
+        const frame = (rows) => ({ index: 0, caption: '', transfers: [],
+          ranks: [0, 1, 2, 3].map((rank) => ({ rank, tensors: Array.from({ length: rows }, (_, i) => tensor(i)) })) });
+        const height = (rows) => {
+          const svg = window.d3.select(document.body).append('svg');
+          render(svg, { frame: frame(rows), meta: null, size: { width: 1000, height: 500 } });
+          const h = Number(svg.select('rect.rank-box').attr('height'));
+          svg.remove();
+          return h;
+        };
+        return [height(1), height(3), height(40)]; }""")
+    one, three, many = heights
+    assert one < 0.25 * 500 and one < three < many <= 500, heights
