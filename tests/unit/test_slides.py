@@ -310,3 +310,26 @@ def test_every_projected_view_at_its_defaults_models_a_layout_that_fits(rendered
             projected[slide_id] = (body["model"], body["gpus"], body["fits"], round(body["memory_per_gpu_bytes"]["total"] / 1e9))
     assert {"tp-on-a-cluster", "zero3-on-a-cluster", "on-a-cluster"} <= set(projected)
     assert [s for s, (_, _, fits, _) in projected.items() if not fits] == [], projected
+
+
+def test_a_question_is_answered_at_a_frame_its_run_has(rendered):
+    """data-answer-at names the frame at which the run shows the answer (static/js/deck/predict.js answerFrame): a
+    phase of the slide's recorded default run, or a path into its frames with the summary figure it reaches."""
+    from app.content import pacing
+    from app.content.steps import expand
+
+    recorded = pacing.recorded_phases()
+    named = 0
+    for slide_id, html in rendered.items():
+        for raw in re.findall(r"data-answer-at='([^']*)'", html):
+            at = json.loads(html_lib.unescape(raw))
+            named += 1
+            if "phase" in at:
+                (scenario, params), = pacing.default_runs(html)
+                phases = expand(recorded[pacing.run_key(scenario, params)]["phases"])
+                # Not the run's first frame (the answer would show with the run) and a frame the run has.
+                assert at["phase"] in phases[1:], f"{slide_id}: no {at['phase']} frame after the first"
+            else:
+                assert set(at) == {"frame", "reaches"}, slide_id
+                assert at["frame"].startswith("ranks.") and at["reaches"].startswith("figures."), slide_id
+    assert named >= 5  # ddp-live, zero3-live, pp-gpipe, pp-1f1b, tp-live

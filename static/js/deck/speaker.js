@@ -135,7 +135,7 @@ export function updateStepNote(pos) {
     const vote = Object.assign(document.createElement('p'), { className: 'step-note-vote' });
     vote.append(Object.assign(document.createElement('strong'), { textContent: asked.vote }));
     line.append(strong, `: ${asked.question}`);
-    stepNote(pos.slide).replaceChildren(line, list, vote);
+    stepNote(pos.slide).replaceChildren(line, vote, list); // the vote before the choices: above the fold
     return;
   }
   const caption = pos.slide.querySelector('.sim-caption')?.textContent.trim()
