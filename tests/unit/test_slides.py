@@ -234,7 +234,7 @@ def test_every_section_with_a_live_slide_asks_a_prediction_first(rendered, deck)
             # The reveal says why the answer is what it is, shown only after the run is revealed.
             why = re.search(r'<p class="predict-why">([^<]*)</p>', html)
             assert why and len(html_lib.unescape(why.group(1))) >= 30, f"{slide_id}: no reason on the reveal"
-            # One line of the answer badge: longer, it covers the run's controls beside the title.
+            # Short: it shares the answer's row under the run (a longer one wraps to a second line there).
             assert len(html_lib.unescape(why.group(1))) <= 64, f"{slide_id}: the reason outgrows the badge"
             assert 'class="live-sim"' in html, f"{slide_id}: a question needs a run to answer it"
 
