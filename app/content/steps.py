@@ -16,8 +16,7 @@ from __future__ import annotations
 MAX_STEPS = 20
 SPLIT_TARGET = 16
 FEW_PHASES = 6
-JOINS = {
-    "all_gather": {"free", "reduce_scatter"},
+JOINS = {  # a unit's all-gather is a press of its own: the step rests on the gathered parameters
     "reduce_scatter": {"free"},
     "pseudo_gradient": {"outer_sync", "outer_step"},
     "outer_sync": {"outer_step"},

@@ -75,7 +75,7 @@ def ring_hook(state, bucket):  # unannotated: DDP rejects the string annotations
     index = bucket.index()
     trace.frame("bucket_ready", f"Backward has filled bucket {index}: DDP all-reduces it now, before backward "
                 f"reaches the earlier layers (NCCL would run it on its own stream, beside backward; "
-                f"this CPU ring runs inline, so the timeline shows it inside backward)",
+                f"this CPU ring runs inline, inside backward)",
                 tensors=[tensor_view(f"bucket{index}", "gradients", grads)],
                 extra={"bucket": index, "bucket_bytes": grads.numel() * grads.element_size()})
     reference = grads.clone()

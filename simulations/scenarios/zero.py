@@ -312,9 +312,15 @@ class Engine:
                 views.append(tensor_view(f"unit{u.index}.grad", "gradients", u.full.grad))
             if u.grad is not None:
                 views.append(tensor_view(f"unit{u.index}.grad", "gradients", u.grad, shard=piece))
-            views.append(tensor_view(f"unit{u.index}.adam", "optimizer", u.m, shard=piece,
+            views.append(tensor_view(f"unit{u.index}.adam", "optimizer", self.optimizer_states(u), shard=piece,
                                      note="host" if self.p.cpu_offload else None))
         return views
+
+    def optimizer_states(self, u: Unit) -> torch.Tensor:
+        """What the memory bar counts as the unit's optimizer states, as one block: Adam's m and v, and the fp32
+        master copy where it is a tensor of its own (bf16, or offloaded); a copy, for the picture only."""
+        own_master = self.p.precision == "bf16" or self.p.cpu_offload
+        return torch.stack([u.m, u.v] + ([u.master] if own_master else [])).detach()
 
     def show(self, phase: str, caption: str, unit: Unit | None = None, **extra) -> None:
         trace.frame(phase, caption, tensors=self.shards(unit), memory=self.memory(),

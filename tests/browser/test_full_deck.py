@@ -138,8 +138,7 @@ def test_export_controls_switch_among_recorded_variants_and_say_when_the_server_
     other = next(v for v in recorded if v != "8")
     select.select_option(other)
     watched.wait_for_function("(id) => { const el = document.querySelector(`#${id} .live-sim`);"
-                              " return el.dataset.status === 'done' && el.querySelector('.sim-status').textContent"
-                              ".startsWith('Frame 1/'); }", arg=slide)
+                              " return el.dataset.status === 'done' && el.dataset.frame === '0'; }", arg=slide)
     assert watched.evaluate(f"() => window.distdeck.players.find(p => p.slide.id === '{slide}').meta.params"
                             ".microbatches") == int(other)
     # A variant no slide recorded: a plain sentence, not a failure.

@@ -32,7 +32,11 @@ def open_before(page, deck_url: str, slide: str) -> None:
         page.keyboard.press("ArrowRight")
 
 
-def test_answer_a_prediction_and_the_reveal_shows_the_runs_value(page, deck_url):
+def frame_on_screen(page, slide: str) -> int:
+    return int(page.evaluate("(id) => Number(document.querySelector(`#${id} .live-sim`).dataset.frame)", slide))
+
+
+def test_answer_a_prediction_and_the_run_answers_it_when_it_shows_it(page, deck_url):
     if SLIDE not in IDS:
         pytest.skip(f"no {SLIDE} slide")
     open_before(page, deck_url, SLIDE)
@@ -45,19 +49,36 @@ def test_answer_a_prediction_and_the_reveal_shows_the_runs_value(page, deck_url)
     assert 2 <= len(spec["choices"]) <= 4
     assert box.get_attribute("data-answer") is None, "the correct choice is not in the markup before the run"
 
-    box.locator(".predict-choice").nth(1).click()  # the audience answers B
+    page.keyboard.press("b")  # the room votes B, recorded from the keyboard (a clicker's key)
     assert box.locator(".predict-choice").nth(1).get_attribute("aria-pressed") == "true"
-    page.locator("#deck").focus()
+    assert box.get_attribute("data-picked") == "B"
+    assert not page.evaluate("() => window.distdeck.reveal.isPaused()"), "B voted; it did not black the screen"
     page.keyboard.press("ArrowRight")
 
-    # The next press reveals the run, at its first frame; the answer comes with the run's summary.
+    # The next press reveals the run at its first frame: not the answer, which the run has not shown yet.
     assert position(page)["step"] == 1
     page.wait_for_function("(id) => document.getElementById(id).dataset.predictState === 'revealed'", arg=SLIDE)
     assert page.locator(f"#{SLIDE} .live-sim").is_visible()
-    page.wait_for_function("(id) => document.querySelector(`#${id} .predict`).dataset.answer !== undefined",
+    page.wait_for_function("(id) => document.querySelector(`#${id} .live-sim`).dataset.status === 'done'",
                            arg=SLIDE, timeout=RUN_TIMEOUT_MS)
     summary = page.evaluate("(id) => window.distdeck.players.find(p => p.slide.id === id).summary", SLIDE)
     measured = summary["figures"]["peak_in_flight"][0]  # read from the run, here, independently of predict.js
+    # The frame that shows it: the first at which rank 0 holds that many micro-batches.
+    held = page.evaluate("(id) => window.distdeck.players.find(p => p.slide.id === id).frames"
+                         ".map(f => f.ranks[0].extra.in_flight ?? 0)", SLIDE)
+    shows = held.index(measured)
+    assert 0 < shows < len(held) - 1, "the run shows the answer mid-run"
+
+    def answered() -> bool:
+        return page.evaluate("(id) => document.getElementById(id).dataset.predictAnswer === 'shown'", SLIDE)
+
+    while frame_on_screen(page, SLIDE) < shows:
+        assert not answered() and box.get_attribute("data-answer") is None, f"answered at frame {frame_on_screen(page, SLIDE)}"
+        assert not page.locator(f"#{SLIDE} .predict-why").is_visible()
+        assert "predicted B" in box.locator(".predict-answer").text_content()
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function("(id) => document.querySelector(`#${id} .predict`).dataset.answer !== undefined", arg=SLIDE)
+    assert answered() and page.locator(f"#{SLIDE} .predict-why").is_visible()
     values = [float(c["value"]) for c in spec["choices"]]
     nearest = min(range(len(values)), key=lambda i: abs(values[i] - measured))
     letter = "ABCD"[nearest]
@@ -68,13 +89,59 @@ def test_answer_a_prediction_and_the_reveal_shows_the_runs_value(page, deck_url)
     assert ("as predicted" in answer) == (nearest == 1)
     assert "summary: figures.peak_in_flight.0" in answer  # it says where on the run it read the value
     assert "predict-correct" in box.locator(".predict-choice").nth(nearest).get_attribute("class")
-    # → goes on through the run's frames, ← back to the question.
-    page.keyboard.press("ArrowRight")
-    assert position(page)["step"] == 2
+    # ← back before that frame hides the answer again; back to the question, and A–D vote again.
     page.keyboard.press("ArrowLeft")
-    page.keyboard.press("ArrowLeft")
-    assert position(page)["step"] == 0
+    page.wait_for_function("(id) => document.getElementById(id).dataset.predictAnswer === 'pending'", arg=SLIDE)
+    while position(page)["step"] > 0:
+        page.keyboard.press("ArrowLeft")
     page.wait_for_function("(id) => document.getElementById(id).dataset.predictState === 'asking'", arg=SLIDE)
+    page.keyboard.press("c")
+    assert box.get_attribute("data-picked") == "C"
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    return a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"] and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]
+
+
+def test_the_answer_never_covers_the_runs_controls_or_views_and_one_counter_is_shown(page, deck_url):
+    """pp-1f1b: its answer (a reason that wraps) once covered "time on" and "every frame"; and the top bar's step,
+    the player's frame and the pipeline view's slot counted the same thing three ways."""
+    slide = "pp-1f1b"
+    if slide not in IDS:
+        pytest.skip(f"no {slide} slide")
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_before(page, deck_url, slide)
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("(id) => document.querySelector(`#${id} .live-sim`).dataset.status === 'done'",
+                           arg=slide, timeout=RUN_TIMEOUT_MS)
+    count = position(page)["stepCount"]
+    box = page.locator(f"#{slide} .predict")
+    for step in (1, count // 2, count - 1):
+        while position(page)["step"] < step:
+            page.keyboard.press("ArrowRight")
+        answer = box.bounding_box()
+        assert answer and answer["height"] > 0
+        for part in (".sim-header", ".sim-controls label", ".sim-header-right > *:not([hidden])", ".sim-views", ".sim-caption"):
+            for element in page.locator(f"#{slide} {part}").all():
+                other = element.bounding_box()
+                if other and other["width"] and other["height"]:
+                    assert not overlaps(answer, other), f"step {step}: the answer box covers {part}"
+        # The answer's own line is one line (its reason may wrap beside or under it as a sentence).
+        line = box.locator(".predict-answer").bounding_box()
+        assert line["height"] < 2 * 20, f"step {step}: the answer wraps"
+        counters = page.evaluate(r"""() => {
+            const seen = [];
+            const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+            for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+              const el = n.parentElement;
+              const r = el.getBoundingClientRect();
+              if (!r.width || !r.height || getComputedStyle(el).visibility === 'hidden' || !el.checkVisibility()) continue;
+              if (r.bottom < 0 || r.top > innerHeight || r.right < 0 || r.left > innerWidth) continue;
+              for (const m of n.textContent.matchAll(/\b(step|frame|slot)\s+\d+\s*\/\s*\d+/gi)) seen.push(m[0]);
+            }
+            return seen; }""")
+        assert counters == [f"Step {step + 1}/{count}"], counters
+    assert box.get_attribute("data-answer") is not None, "the last step has shown the answer"
 
 
 @pytest.mark.parametrize("spec, summary, expected", [
@@ -131,3 +198,110 @@ def test_a_question_about_the_cluster_is_answered_from_the_projection(page, deck
     answer = box.locator(".predict-answer").text_content()
     assert answer.startswith(f"The modelled cluster: {100 * bubble:.1f}%"), answer
     assert page.locator(f"#{slide} .predict-why").is_visible()
+
+
+FRAMES = [
+    {"phase": "shard", "ranks": [{"extra": {}}]},
+    {"phase": "slot", "ranks": [{"extra": {"in_flight": 1}}]},
+    {"phase": "slot", "ranks": [{"extra": {"in_flight": 2}}]},
+    {"phase": "backward_done", "ranks": [{"extra": {"in_flight": 2}}]},
+    {"phase": "done", "ranks": [{"extra": {}}]},
+]
+
+
+@pytest.mark.parametrize("at, source, expected", [
+    ({"phase": "backward_done"}, "summary", 3),  # the first frame of a phase
+    ({"frame": "ranks.0.extra.in_flight", "reaches": "figures.peak.0"}, "summary", 2),  # a value reaching the summary's
+    (None, "summary", 4),  # no predicate: the run's last frame
+    (None, "projection", 0),  # the modelled cluster is drawn whole from the first frame
+    ({"phase": "not_in_this_run"}, "summary", 4),  # other parameters, no such frame: the last
+])
+def test_the_frame_that_shows_the_answer_is_read_off_the_frames(page, deck_url, at, source, expected):
+    page.goto(f"{deck_url}/#/{SLIDE}/0")
+    page.wait_for_selector("html.deck-ready")
+    got = page.evaluate("""async ([at, frames, source]) => {
+        const { answerFrame } = await import('/static/js/deck/predict.js');
+        return answerFrame(at, frames, { figures: { peak: [2] } }, source); }""", [at, FRAMES, source])
+    assert got == expected
+
+
+def test_the_speaker_view_shows_the_question_the_vote_and_starts_on_time_after_a_deep_link(page, deck_url):
+    """At 1280×720: the question and its choices in the notes (not the run's first caption), the vote A–D records,
+    the notes above the fold, the "Upcoming" label off the preview, and a clock that starts on plan at a deep link."""
+    if SLIDE not in IDS or IDS.index(SLIDE) < 10:
+        pytest.skip(f"no {SLIDE} slide far enough into the deck")
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.emulate_media(reduced_motion="reduce")
+    page.goto(f"{deck_url}/#/{SLIDE}/0")  # a deep link, many minutes of plan into the talk
+    page.wait_for_selector("html.deck-ready")
+    page.locator("#deck").focus()
+    with page.context.expect_page() as opened:
+        page.keyboard.press("s")
+    speaker = opened.value
+    speaker.set_viewport_size({"width": 1280, "height": 720})
+    speaker.wait_for_function("() => document.querySelectorAll('#current-slide iframe, #upcoming-slide iframe').length === 2")
+    question = page.locator(f"#{SLIDE} .predict-question").text_content().strip()
+    notes = ".speaker-controls-notes .value"
+    speaker.wait_for_function("([sel, q]) => document.querySelector(sel)?.innerText.includes(q)", arg=[notes, question])
+    text = speaker.locator(notes).inner_text()
+    assert "No vote yet" in text
+    for label in json.loads(page.locator(f"#{SLIDE} .predict").get_attribute("data-predict"))["choices"]:
+        assert label["label"] in text
+
+    page.bring_to_front()
+    page.locator("#deck").focus()
+    page.keyboard.press("c")  # the room's vote, from the presenter's keyboard
+    speaker.wait_for_function("(sel) => document.querySelector(sel).innerText.includes(\"Room's vote: C\")", arg=notes)
+
+    # Layout at 1280×720: the notes' text starts above the fold, the labels sit off the previews.
+    speaker.wait_for_selector("#distdeck-pacing")
+    top = speaker.locator(notes).bounding_box()["y"]
+    assert top < 720 - 4 * 24, f"the notes start at {top} px"
+    label = speaker.locator("#upcoming-slide .label").bounding_box()
+    frame = speaker.locator("#upcoming-slide iframe").bounding_box()
+    assert label["y"] + label["height"] <= frame["y"] + 1, "the Upcoming label covers its preview's title"
+
+    page.keyboard.press("ArrowRight")  # the first move starts the clock, on plan where the talk was opened
+    speaker.wait_for_function("() => document.querySelector('#distdeck-pacing').dataset.kind !== 'waiting'")
+    headline = speaker.locator("#distdeck-pacing .pacing-headline").text_content()
+    assert headline == "On time", headline
+    speaker.close()
+
+
+@pytest.mark.parametrize("op, buffer, ranks", [("reduce_scatter", 5136, 4), ("all_gather", 1284, 4), ("all_reduce", 416, 4),
+                                               ("all_to_all", 960, 3), ("reduce_scatter", 640, 2)])
+def test_a_collective_is_labelled_with_the_bytes_a_rank_sends(page, deck_url, op, buffer, ranks):
+    """The ranks view's label of a collective: what a rank sends in a ring, from the buffer the trace recorded
+    (zero1-live's reduce-scatter once read as its whole buffer), the same as simulations.formulas."""
+    from simulations import formulas
+
+    page.goto(f"{deck_url}/#/{SLIDE}/0")
+    page.wait_for_selector("html.deck-ready")
+    sent = page.evaluate("""async ([op, buffer, ranks]) => {
+        const { sentPerRank } = await import('/static/js/player/views/ranks.js');
+        return sentPerRank(op, buffer, ranks).sent; }""", [op, buffer, ranks])
+    assert sent == pytest.approx(formulas.collective_sent_bytes(op, buffer, ranks), rel=1e-12)
+
+
+def test_rank_boxes_are_as_tall_as_what_the_ranks_hold(page, deck_url):
+    """ddp-live's ranks held one line each in boxes 60 % of the slide tall: a box is as tall as its frame's
+    fullest rank needs, and no taller than the pane."""
+    page.goto(f"{deck_url}/#/{SLIDE}/0")
+    page.wait_for_selector("html.deck-ready")
+    heights = page.evaluate("""async () => {
+        if (!window.d3) await new Promise((ok) => { const s = document.createElement('script');
+          s.src = '/static/vendor/d3/d3.min.js'; s.onload = ok; document.head.append(s); });
+        const { render } = await import('/static/js/player/views/ranks.js');
+        const tensor = (i) => ({ name: `bucket${i}`, role: 'gradients', shape: [104], bytes: 416, values: null });
+        const frame = (rows) => ({ index: 0, caption: '', transfers: [],
+          ranks: [0, 1, 2, 3].map((rank) => ({ rank, tensors: Array.from({ length: rows }, (_, i) => tensor(i)) })) });
+        const height = (rows) => {
+          const svg = window.d3.select(document.body).append('svg');
+          render(svg, { frame: frame(rows), meta: null, size: { width: 1000, height: 500 } });
+          const h = Number(svg.select('rect.rank-box').attr('height'));
+          svg.remove();
+          return h;
+        };
+        return [height(1), height(3), height(40)]; }""")
+    one, three, many = heights
+    assert one < 0.25 * 500 and one < three < many <= 500, heights

@@ -234,7 +234,7 @@ def test_every_section_with_a_live_slide_asks_a_prediction_first(rendered, deck)
             # The reveal says why the answer is what it is, shown only after the run is revealed.
             why = re.search(r'<p class="predict-why">([^<]*)</p>', html)
             assert why and len(html_lib.unescape(why.group(1))) >= 30, f"{slide_id}: no reason on the reveal"
-            # One line of the answer badge: longer, it covers the run's controls beside the title.
+            # Short: it shares the answer's row under the run (a longer one wraps to a second line there).
             assert len(html_lib.unescape(why.group(1))) <= 64, f"{slide_id}: the reason outgrows the badge"
             assert 'class="live-sim"' in html, f"{slide_id}: a question needs a run to answer it"
 
@@ -310,3 +310,26 @@ def test_every_projected_view_at_its_defaults_models_a_layout_that_fits(rendered
             projected[slide_id] = (body["model"], body["gpus"], body["fits"], round(body["memory_per_gpu_bytes"]["total"] / 1e9))
     assert {"tp-on-a-cluster", "zero3-on-a-cluster", "on-a-cluster"} <= set(projected)
     assert [s for s, (_, _, fits, _) in projected.items() if not fits] == [], projected
+
+
+def test_a_question_is_answered_at_a_frame_its_run_has(rendered):
+    """data-answer-at names the frame at which the run shows the answer (static/js/deck/predict.js answerFrame): a
+    phase of the slide's recorded default run, or a path into its frames with the summary figure it reaches."""
+    from app.content import pacing
+    from app.content.steps import expand
+
+    recorded = pacing.recorded_phases()
+    named = 0
+    for slide_id, html in rendered.items():
+        for raw in re.findall(r"data-answer-at='([^']*)'", html):
+            at = json.loads(html_lib.unescape(raw))
+            named += 1
+            if "phase" in at:
+                (scenario, params), = pacing.default_runs(html)
+                phases = expand(recorded[pacing.run_key(scenario, params)]["phases"])
+                # Not the run's first frame (the answer would show with the run) and a frame the run has.
+                assert at["phase"] in phases[1:], f"{slide_id}: no {at['phase']} frame after the first"
+            else:
+                assert set(at) == {"frame", "reaches"}, slide_id
+                assert at["frame"].startswith("ranks.") and at["reaches"].startswith("figures."), slide_id
+    assert named >= 5  # ddp-live, zero3-live, pp-gpipe, pp-1f1b, tp-live

@@ -171,11 +171,12 @@ def test_budget_arithmetic():
 
 def test_group_frames_follows_the_players_rule():
     """The rule of static/js/player/player.js's groupFrames (the browser test checks the two agree on every
-    recorded run): a frame a step up to the budget; runs of one phase, a gather joined by its free; a few
-    long phases cut into about 16 steps; too many groups merged evenly."""
+    recorded run): a frame a step up to the budget; runs of one phase, a reduce-scatter joined by its free,
+    a gather a step of its own (a press rests on the gathered parameters); a few long phases cut into about
+    16 steps; too many groups merged evenly."""
     assert steps.group_frames(["setup"] + ["forward"] * 19) == [(i, i) for i in range(20)]
-    joined = ["setup"] + ["all_gather", "free", "free", "forward"] * 6  # 25 frames, 13 groups
-    assert steps.group_frames(joined)[:4] == [(0, 0), (1, 3), (4, 4), (5, 7)]
+    joined = ["setup"] + ["all_gather", "reduce_scatter", "free", "free"] * 6  # 25 frames, 13 groups
+    assert steps.group_frames(joined)[:4] == [(0, 0), (1, 1), (2, 4), (5, 5)]
     few = ["setup"] + ["slot"] * 30 + ["done"]
     grouped = steps.group_frames(few)
     assert len(grouped) == 16 and grouped[0] == (0, 0) and grouped[-1] == (31, 31)

@@ -93,3 +93,16 @@ def test_invalid_params_name_the_field(bad, field):
     assert error.value.errors()[0]["loc"] == (field,)
     if field == "stage":
         assert "less than or equal to 3" in str(error.value)
+
+
+@pytest.mark.parametrize("params", [{"stage": 1, "world_size": 4}, {"stage": 3, "world_size": 2, "precision": "bf16"}])
+def test_the_rank_panels_list_the_optimizer_states_the_memory_bar_counts(run_scenario, params):
+    """zero1-live once listed Adam's momentum alone (1.29 kB) beside a bar of both states (2.57 kB): on every
+    frame that shows the whole model, a rank's optimizer blocks add up to its bar's optimizer bytes."""
+    run = run_scenario("zero", **params)
+    whole_model = [f for f in run.frames if f.extra.get("unit") is None and f.phase != "done"]
+    assert whole_model
+    for frame in whole_model:
+        for rank in frame.ranks:
+            listed = sum(t.bytes for t in rank.tensors if t.role == "optimizer")
+            assert listed == rank.memory["optimizer"] > 0, (frame.phase, rank.rank)

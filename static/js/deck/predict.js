@@ -15,12 +15,23 @@
  * choice nearest to the measured value (or the index/key of the largest or smallest entry, "all"
  * when every entry ties; or, for "compare", the sign of read/per − 1).
  *
+ * When the answer shows: data-answer-at on the box names the frame at which the run demonstrates
+ * it, as a predicate on the run's frames (answerFrame): { phase: "backward_done" }, the first frame
+ * of that phase; or { frame: "ranks.0.extra.in_flight", reaches: "figures.peak_in_flight.0" }, the
+ * first frame whose value at `frame` reaches the summary's value at `reaches`. Without it, the run's
+ * last frame (a projection's answer: its first, the modelled cluster is drawn whole from the start).
+ * Before that frame is on screen the box only says what the room voted; stepping back hides it again.
+ *
  * Steps: the slide's stepper (registered by the live player) is wrapped so that step 0 is the
- * question, with the run hidden; the next → reveals the run at its first frame, with the answer
- * read off its summary as soon as the summary is there. Nothing in the player changes: this module
- * reads the run through its public surface, the stepper (steps.js) and window.distdeck.players.
+ * question, with the run hidden; the next → reveals the run at its first frame. Nothing in the
+ * player changes: this module reads the run through its public surface, the stepper (steps.js),
+ * the frame on screen (the .live-sim's data-frame) and window.distdeck.players.
+ *
+ * Voting: on the question, keys A–D pick a choice (a presenter's clicker or keyboard records the
+ * room's vote; in the speaker window too, through its preview); the vote shows on the choice and in
+ * the speaker notes (speaker.js reads data-picked).
  */
-import { registerStepper, stepperOf } from './steps.js';
+import { registerStepper, stepperOf, stepsChanged } from './steps.js';
 
 const LETTERS = ['A', 'B', 'C', 'D'];
 const WRAPPED = Symbol('predict');
@@ -61,6 +72,24 @@ export function answerOf(spec, summary) {
   return { value, raw, index, exact: best < 0.05 };
 }
 
+/**
+ * Index of the frame at which the run shows the answer (see the header), or null before the run is complete.
+ * A predicate no frame meets (the parameters changed what the run does) falls back to the last frame.
+ */
+export function answerFrame(at, frames, summary, source = 'summary') {
+  if (!frames?.length) return null;
+  const last = frames.length - 1;
+  if (!at) return source === 'projection' ? 0 : last;
+  let index = -1;
+  if (at.phase) {
+    index = frames.findIndex((f) => f.phase === at.phase);
+  } else if (at.frame) {
+    const target = Number(readPath(summary, at.reaches));
+    if (Number.isFinite(target)) index = frames.findIndex((f) => Number(readPath(f, at.frame)) >= target);
+  }
+  return index < 0 ? last : index;
+}
+
 function format(value, spec, summary) {
   const n = Number(value);
   switch (spec.format) {
@@ -94,6 +123,7 @@ class Prediction {
     this.slide = box.closest('section');
     this.sim = this.slide.querySelector('.live-sim');
     this.spec = JSON.parse(box.dataset.predict);
+    this.at = box.dataset.answerAt ? JSON.parse(box.dataset.answerAt) : null;
     this.picked = null;
     this.projections = new Map(); // the run's parameters (JSON) -> its replay on the modelled cluster, once answered
     this.answerEl = box.querySelector('.predict-answer');
@@ -105,16 +135,20 @@ class Prediction {
     // The player registers its stepper when it mounts, and writes its status on the element:
     // wrap the stepper once it is there, and read the answer whenever a run finishes.
     this.observer = new MutationObserver(() => { this.wrap(); this.update(); });
-    this.observer.observe(this.sim, { attributes: true, attributeFilter: ['data-status'], childList: true });
+    // (and the frame on screen: the answer shows once the run has reached the frame that shows it).
+    this.observer.observe(this.sim, { attributes: true, attributeFilter: ['data-status', 'data-frame'], childList: true });
     document.addEventListener('distdeck:position', () => this.wrap());
     this.wrap();
   }
 
   pick(index) {
+    if (!this.buttons[index]) return;
     this.picked = index;
     this.buttons.forEach((b, i) => b.setAttribute('aria-pressed', String(i === index)));
     this.box.dataset.picked = LETTERS[index];
     this.update();
+    // The speaker notes show the vote: the deck's position, told again, redraws them.
+    stepsChanged(this.slide);
   }
 
   wrap() {
@@ -139,29 +173,40 @@ class Prediction {
     this.update();
   }
 
+  /** Until the run shows the answer: the room's vote, and that the run will tell. */
+  waiting(text) {
+    const vote = this.picked === null ? '' : `The room predicted ${LETTERS[this.picked]}. `;
+    this.answerEl.textContent = `${vote}${text}`;
+    delete this.box.dataset.answer;
+    this.slide.dataset.predictAnswer = 'pending';
+  }
+
   update() {
     const { box, spec } = this;
     for (const b of this.buttons) b.classList.remove('predict-correct', 'predict-wrong');
     if (!this.revealed) {
       this.answerEl.textContent = '';
       delete box.dataset.answer;
+      delete this.slide.dataset.predictAnswer;
       return;
     }
     const player = playerOf(this.sim);
     const status = player?.status ?? this.sim.dataset.status;
     if (status === 'error' || status === 'unavailable') {
-      this.answerEl.textContent = 'No run to read the answer from.';
+      this.waiting('No run to read the answer from.');
       return;
     }
     const source = status === 'done' ? this.sourceOf(player) : null;
     const answer = source ? answerOf(spec, source) : null;
-    if (!answer) {
-      this.answerEl.textContent = spec.source === 'projection' && status === 'done'
+    const at = status === 'done' ? answerFrame(this.at, player?.frames, player?.summary, spec.source) : null;
+    const onScreen = Number(this.sim.dataset.frame ?? player?.index ?? 0);
+    if (!answer || at === null || onScreen < at) {
+      this.waiting(spec.source === 'projection' && status === 'done' && !answer
         ? 'The modelled cluster is being timed: its answer appears with it.'
-        : 'The run is still going: its answer appears with its summary.';
-      delete box.dataset.answer;
+        : 'Watch the run: it answers the question.');
       return;
     }
+    this.slide.dataset.predictAnswer = 'shown';
     const measured = format(answer.value, spec, source);
     const path = `${spec.source === 'projection' ? 'projection' : 'summary'}: ${spec.read}${spec.per ? ` ÷ ${spec.per}` : ''}`;
     box.dataset.answer = answer.index >= 0 ? LETTERS[answer.index] : '';
@@ -206,4 +251,39 @@ class Prediction {
 const printing = document.documentElement.classList.contains('print-mode');
 export const predictions = printing ? []
   : Array.from(document.querySelectorAll('.predict[data-predict]'), (box) => new Prediction(box));
-window.distdeck = Object.assign(window.distdeck || {}, { predictions });
+
+/** The question on screen (the current slide's, still asking), or null. */
+function asking() {
+  const slide = document.querySelector('.reveal .slides > section.present');
+  return predictions.find((p) => p.slide === slide && !p.revealed) ?? null;
+}
+
+/** Record the room's vote (a letter A–D, or an index) on the question on screen; true if there was one. */
+export function vote(choice) {
+  const question = asking();
+  const index = typeof choice === 'number' ? choice : LETTERS.indexOf(String(choice).toUpperCase());
+  if (!question || !question.buttons[index]) return false;
+  question.pick(index);
+  return true;
+}
+
+const KEY_CODES = { 65: 'A', 66: 'B', 67: 'C', 68: 'D' };
+
+/** A–D from a key event (a letter without modifiers, not typed into a field), or null. */
+export function voteKey(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey) return null;
+  if (event.target?.closest?.('input, select, textarea, [contenteditable]')) return null;
+  return KEY_CODES[event.keyCode] ?? null;
+}
+
+if (predictions.length) {
+  // Before reveal.js's own keys (B would black the screen): on a question A–D vote, elsewhere they do what they did.
+  window.addEventListener('keydown', (event) => {
+    const letter = voteKey(event);
+    if (letter && vote(letter)) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+    }
+  }, true);
+}
+window.distdeck = Object.assign(window.distdeck || {}, { predictions, vote });

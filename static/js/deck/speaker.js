@@ -15,6 +15,7 @@ export const isReceiver = /[?&]receiver\b/i.test(window.location.search);
 if (isReceiver) document.documentElement.classList.add('receiver');
 
 let deck = null;
+const VOTE_KEYS = { 65: 'A', 66: 'B', 67: 'C', 68: 'D' };
 // The speaker window's pacing panel (pacing.js), in the presenting window only.
 let pace = null;
 
@@ -80,6 +81,12 @@ export function interceptMessages() {
     } else if (data?.method === 'next' && isReceiver) {
       event.stopImmediatePropagation();
       upcoming();
+    } else if (data?.method === 'triggerKey' && isReceiver && VOTE_KEYS[data.args?.[0]]) {
+      // A–D pressed in the speaker window (it sends its keys to this preview): the room's vote, recorded in
+      // the presenting window (the speaker window's opener), if its slide is asking; else reveal's key.
+      let voted = false;
+      try { voted = Boolean(window.parent.opener?.distdeck?.vote?.(VOTE_KEYS[data.args[0]])); } catch { /* not ours */ }
+      if (voted) event.stopImmediatePropagation();
     }
   });
 }
@@ -96,15 +103,45 @@ function stepNote(slide) {
   return note;
 }
 
-/** The speaker notes' line for a stepped slide: "Step 4 of 19: <the run's caption>". */
+/** On a "predict, then run" question: the question, its choices and the room's vote (predict.js), for the notes. */
+function questionNote(slide) {
+  const box = slide.querySelector('.predict');
+  if (!box || slide.dataset.predictState !== 'asking') return null;
+  const question = box.querySelector('.predict-question')?.textContent.trim() ?? '';
+  const choices = Array.from(box.querySelectorAll('.predict-choice'), (b) => b.textContent.replace(/\s+/g, ' ').trim());
+  const vote = box.dataset.picked ? `Room's vote: ${box.dataset.picked}` : 'No vote yet: keys A–D record it';
+  return { question, choices, vote };
+}
+
+/** What the run on the slide is at, for the presenter only: "frame 10 of 19" (the audience counts steps). */
+function frameNote(slide) {
+  const sim = slide.querySelector('.live-sim[data-frames]');
+  return sim ? ` · frame ${Number(sim.dataset.frame) + 1} of ${sim.dataset.frames}` : '';
+}
+
+/** The speaker notes' line for a stepped slide: "Step 4 of 19 · frame 6 of 22: <the run's caption>", or the
+ *  question with its choices and the room's vote while the slide asks it. */
 export function updateStepNote(pos) {
   if (pos.stepCount <= 1 && !pos.pending) return;
+  const counter = `Step ${pos.step + 1} of ${pos.stepCount}${pos.pending ? '+' : ''}`;
+  const asked = questionNote(pos.slide);
+  const strong = document.createElement('strong');
+  const line = document.createElement('p');
+  if (asked) {
+    strong.textContent = `${counter} · question`;
+    const list = document.createElement('ol');
+    list.type = 'A';
+    list.append(...asked.choices.map((text) => Object.assign(document.createElement('li'), { textContent: text.replace(/^[A-D]\s*/, '') })));
+    const vote = Object.assign(document.createElement('p'), { className: 'step-note-vote' });
+    vote.append(Object.assign(document.createElement('strong'), { textContent: asked.vote }));
+    line.append(strong, `: ${asked.question}`);
+    stepNote(pos.slide).replaceChildren(line, vote, list); // the vote before the choices: above the fold
+    return;
+  }
   const caption = pos.slide.querySelector('.sim-caption')?.textContent.trim()
     || Array.from(pos.slide.querySelectorAll(`[data-step="${pos.step}"][data-step-label]`))
       .map((el) => el.dataset.stepLabel).join(' ');
-  const line = document.createElement('p');
-  const strong = document.createElement('strong');
-  strong.textContent = `Step ${pos.step + 1} of ${pos.stepCount}${pos.pending ? '+' : ''}`;
+  strong.textContent = `${counter}${frameNote(pos.slide)}`;
   line.append(strong, caption ? `: ${caption}` : '');
   stepNote(pos.slide).replaceChildren(line);
 }
@@ -130,15 +167,24 @@ export function start(reveal, config = {}) {
   }
   if (config.pacing) pace = pacing.create(config, reveal.getHorizontalSlides().map((slide) => slide.id));
   let last = null;
-  document.addEventListener('distdeck:position', (event) => {
-    const pos = event.detail;
-    pace?.moved(pos);
+  const told = (pos) => {
     updateStepNote(pos);
-    const key = `${pos.id}/${stepOf(pos)}/${pos.stepCount}/${pos.slide.querySelector('.sim-caption')?.textContent ?? ''}`;
+    const key = `${pos.id}/${stepOf(pos)}/${pos.stepCount}/${pos.slide.querySelector('.sim-caption')?.textContent ?? ''}`
+      + `/${pos.slide.querySelector('.live-sim')?.dataset.frame ?? ''}`
+      + `/${pos.slide.dataset.predictState ?? ''}/${pos.slide.querySelector('.predict')?.dataset.picked ?? ''}`;
     if (key === last) return;
     last = key;
     // The notes plugin posts the state (and the notes) to the speaker window on reveal's fragment
     // events; a step is our fragment.
     reveal.getRevealElement().dispatchEvent(new CustomEvent('fragmentshown', { detail: { distdeckStep: true } }));
+  };
+  document.addEventListener('distdeck:position', (event) => {
+    pace?.moved(event.detail);
+    told(event.detail);
+  });
+  // A step's frames play one after another: the notes follow the caption and frame on screen.
+  document.addEventListener('distdeck:frame', (event) => {
+    const pos = position();
+    if (event.detail.slide === pos.id) told(pos);
   });
 }

@@ -27,10 +27,10 @@ const FEW_PHASES = 6;
 // A step's frames play within about this long, each frame's transition 150–450 ms.
 const STEP_PLAY_MS = 2400;
 const FRAME_MS = 450;
-// Phases that continue the step of the phase before them: a unit's gather, reduce-scatter and
-// free; DiLoCo's pseudo-gradient, outer all-reduce and outer step.
+// Phases that continue the step of the phase before them: a unit's reduce-scatter and free; DiLoCo's
+// pseudo-gradient, outer all-reduce and outer step. A unit's all-gather is a step of its own, so that a
+// press rests on the gathered parameters (ZeRO-3's "gather, use, free"), not only on their free.
 const JOINS = {
-  all_gather: new Set(['free', 'reduce_scatter']),
   reduce_scatter: new Set(['free']),
   pseudo_gradient: new Set(['outer_sync', 'outer_step']),
   outer_sync: new Set(['outer_step']),
@@ -553,6 +553,7 @@ export class Player {
     // Written only when they change: a text written again, even the same, lays the page out again.
     setText(this.captionEl, frame.caption);
     setData(this.element, 'frame', String(this.index));
+    setData(this.element, 'frames', String(this.frames.length));
     setData(this.element, 'phase', frame.phase);
     this.updateStatus();
     // For whoever shows the presenter what is on screen (the speaker window): caption and step.
@@ -615,7 +616,8 @@ export class Player {
     if (this.status === 'error') text = `These settings cannot run: ${this.error}.`;
     else if (this.status === 'unavailable') text = this.error.charAt(0).toUpperCase() + this.error.slice(1);
     else if (!total) text = this.status === 'streaming' ? 'Starting the ranks…' : '';
-    else text = `Frame ${this.index + 1}/${total}${this.status === 'streaming' ? ' (streaming…)' : ''}`;
+    // No frame counter here: the audience has one, the top bar's step; the frame goes to the speaker notes.
+    else text = this.status === 'streaming' ? 'Running…' : '';
     setText(this.statusEl, text);
     setData(this.element, 'status', this.status);
   }

@@ -57,12 +57,12 @@ export function render(svg, { frames, index, frame, summary, size }) {
   const boxH = lane * 0.74;
   const boxY = (r) => y(r) + (lane - boxH) / 2;
 
-  // Header: schedule and where we are.
+  // Header: the schedule and its length (where we are is the deck's step counter and the caption, not a third counter).
   const v = info.virtual_stages > 1 ? ` · v = ${info.virtual_stages}` : '';
   svg.append('text').attr('x', left).attr('y', 24).attr('class', 'rank-title')
     .text(`${NAMES[info.schedule] ?? info.schedule}: p = ${info.stages} · m = ${info.microbatches}${v}`);
   svg.append('text').attr('x', chartRight - 8).attr('y', 24).attr('text-anchor', 'end').attr('class', 'lane-label')
-    .text(current < 0 ? `${T} slots` : `slot ${Math.min(current + 1, T)}/${T}`);
+    .text(`${T} slots`);
 
   // Lanes.
   svg.append('g').selectAll('text').data(d3.range(n)).join('text')

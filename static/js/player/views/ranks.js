@@ -23,6 +23,66 @@ function valueScale(frame) {
 
 const opName = (op) => op.replace(/_/g, '-');
 
+/**
+ * What one rank sends in collective `op` over `ranks` ranks, from the buffer it handed the op (what the trace
+ * records: a reduce-scatter's whole input, an all-gather's shard, an all-reduce's tensor), in a ring, with how
+ * it follows from that buffer: simulations.formulas.collective_sent_bytes, the DDP slide's (N−1)/N. Null for
+ * an op without a ring form.
+ */
+export function sentPerRank(op, buffer, ranks) {
+  const part = `${ranks - 1}/${ranks}`;
+  switch (op) {
+    case 'reduce_scatter': return { sent: ((ranks - 1) / ranks) * buffer, how: `${part} of its ${bytes(buffer)}` };
+    case 'all_to_all': return { sent: ((ranks - 1) / ranks) * buffer, how: `${part} of its ${bytes(buffer)}` };
+    case 'all_gather': return { sent: (ranks - 1) * buffer, how: `its ${bytes(buffer)} to ${ranks - 1} ranks` };
+    case 'all_reduce': return { sent: (2 * (ranks - 1) / ranks) * buffer, how: `2 × ${part} of its ${bytes(buffer)}` };
+    default: return null;
+  }
+}
+
+/**
+ * A tensor's row in a box `boxW` wide: name and bytes, its values as colour cells, its note. `compact`
+ * (when the rows do not all fit): the note beside the name, one line of cells, the bytes in the tooltip.
+ */
+function layoutRow(tensor, compact, boxW, wide) {
+  const values = (tensor.values ?? []).slice(0, 16);
+  // Values as colour cells, at least 12 px: two rows of them when the box is narrow (not compact).
+  const perRow = Math.max(1, Math.min(values.length, Math.floor((boxW - 2 * PAD) / (compact ? 12 : 14))));
+  const cell = values.length ? Math.min(compact ? 16 : 20, (boxW - 2 * PAD) / perRow) : 0;
+  const cellRows = values.length ? (compact ? 1 : Math.min(2, Math.ceil(values.length / perRow))) : 0;
+  // A box too narrow for the whole name keeps what tells tensors apart (unit1.gathered -> gathered; the
+  // caption names the unit).
+  const short = boxW < 130 || textWidth(tensor.name, NAME) > boxW - 2 * PAD;
+  const name = short && tensor.name.includes('.') ? tensor.name.split('.').pop() : tensor.name;
+  const nameLine = `${name}${wide && !compact && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
+  const bytesText = bytes(tensor.bytes);
+  const side = compact ? (tensor.note ?? '') : bytesText;
+  const sameLine = !side || textWidth(nameLine, NAME) + textWidth(side, SMALL) + 16 <= boxW - 2 * PAD;
+  const h = compact
+    ? LINE + (values.length ? cell + 4 : 0) + 4
+    : LINE + (sameLine ? 0 : LINE) + (values.length ? cellRows * cell + 6 : 0) + (tensor.note ? LINE : 0) + 6;
+  return { tensor, perRow, cell, cellRows, nameLine, bytesText, side, sameLine, h, compact };
+}
+
+/** Where a rank's first tensor row starts: under its title, and its status when that goes below. */
+function rowsTop(rank, statusBelow) {
+  return TITLE + 6 + (statusBelow && rank.status ? LINE : 0) + 12;
+}
+
+/**
+ * The boxes' height: what the fullest rank of the frame needs, at most the pane's room. Ranks that hold a line
+ * or two get short boxes, not tall empty ones; the boxes (keyed by rank) grow and shrink from frame to frame
+ * in the transition, and the transfers' arrows stay right under them.
+ */
+function boxHeight(frame, room, boxW, wide) {
+  let needed = TITLE + 6 + 12 + LINE; // a title and a line, even for a rank that holds nothing now
+  for (const rank of frame.ranks) {
+    const rows = rank.tensors.reduce((a, t) => a + layoutRow(t, false, boxW, wide).h, 0);
+    needed = Math.max(needed, rowsTop(rank, !wide) + rows + 4);
+  }
+  return Math.min(room, needed);
+}
+
 export function render(svg, { frame, meta, size }) {
   const d3 = window.d3;
   const { width: W, height: H } = size;
@@ -36,10 +96,10 @@ export function render(svg, { frame, meta, size }) {
   const zone = p2p.length ? (wraps ? 112 : 72) : maxOps ? 12 + maxOps * 2 * LINE : 0;
   const gap = n > 4 ? 8 : 14;
   const boxW = (W - gap * (n + 1)) / n;
-  const boxH = H - zone - 8;
   const x = (r) => gap + r * (boxW + gap);
   const color = valueScale(frame);
   const wide = boxW >= 250;
+  const boxH = boxHeight(frame, H - zone - 8, boxW, wide);
 
   const defs = svg.append('defs');
   defs.append('marker').attr('id', 'sim-arrow').attr('viewBox', '0 0 10 10').attr('refX', 9).attr('refY', 5)
@@ -66,28 +126,9 @@ export function render(svg, { frame, meta, size }) {
 
   boxes.each(function drawTensors(rank) {
     const g = d3.select(this);
-    let y = TITLE + 6 + (statusBelow && rank.status ? LINE : 0) + 12;
-    // A row per tensor: name and bytes, its values as colour cells, its note. When they do not
-    // all fit, compact rows: the note beside the name, one line of cells, the bytes in the tooltip.
-    const layoutRow = (tensor, compact) => {
-      const values = (tensor.values ?? []).slice(0, 16);
-      // Values as colour cells, at least 12 px: two rows of them when the box is narrow (not compact).
-      const perRow = Math.max(1, Math.min(values.length, Math.floor((boxW - 2 * PAD) / (compact ? 12 : 14))));
-      const cell = values.length ? Math.min(compact ? 16 : 20, (boxW - 2 * PAD) / perRow) : 0;
-      const cellRows = values.length ? (compact ? 1 : Math.min(2, Math.ceil(values.length / perRow))) : 0;
-      // A narrow box keeps what tells tensors apart (unit1.param -> param; the caption names the unit).
-      const name = boxW < 130 && tensor.name.includes('.') ? tensor.name.split('.').pop() : tensor.name;
-      const nameLine = `${name}${wide && !compact && tensor.shape?.length ? ` [${tensor.shape.join('×')}]` : ''}`;
-      const bytesText = bytes(tensor.bytes);
-      const side = compact ? (tensor.note ?? '') : bytesText;
-      const sameLine = !side || textWidth(nameLine, NAME) + textWidth(side, SMALL) + 16 <= boxW - 2 * PAD;
-      const h = compact
-        ? LINE + (values.length ? cell + 4 : 0) + 4
-        : LINE + (sameLine ? 0 : LINE) + (values.length ? cellRows * cell + 6 : 0) + (tensor.note ? LINE : 0) + 6;
-      return { tensor, perRow, cell, cellRows, nameLine, bytesText, side, sameLine, h, compact };
-    };
-    let rows = rank.tensors.map((t) => layoutRow(t, false));
-    if (rows.reduce((a, r) => a + r.h, 0) > boxH - y - 4) rows = rank.tensors.map((t) => layoutRow(t, true));
+    let y = rowsTop(rank, statusBelow);
+    let rows = rank.tensors.map((t) => layoutRow(t, false, boxW, wide));
+    if (rows.reduce((a, r) => a + r.h, 0) > boxH - y - 4) rows = rank.tensors.map((t) => layoutRow(t, true, boxW, wide));
     const room = boxH - y - 4;
     let used = 0;
     let shown = 0;
@@ -182,9 +223,16 @@ export function render(svg, { frame, meta, size }) {
           arrows.append('path').attr('class', 'transfer').attr('data-at', frame.index)
             .attr('d', `M${cx + 6},${barY - 3} L${cx + 6},${boxH + 8}`).attr('marker-end', 'url(#sim-arrow)');
         }
+        // The bytes on the wire, as DDP's ring taught them: a reduce-scatter sends (N−1)/N of its buffer, not all of it.
+        // N is the op's group (HSDP's shard groups are smaller than the ranks drawn): the transfers of that group.
+        const ofOp = frame.transfers.filter((t) => t.dst == null && opName(t.op) === op);
+        const group = ofOp.find((t) => t.src === ranksIn[0])?.group;
+        const size = new Set(ofOp.filter((t) => t.group === group).map((t) => t.src)).size;
+        const ring = sentPerRank(op.replace(/-/g, '_'), members[0].total, size);
         arrows.append('text').attr('class', 'collective-label').attr('x', (xs[0] + xs[xs.length - 1]) / 2)
           .attr('y', barY + SMALL + 8).attr('text-anchor', 'middle')
-          .text(`${op}: ${bytes(members[0].total)} from each rank`);
+          .text(fit(ring ? `${op}: each rank sends ${bytes(ring.sent)} (${ring.how})`
+            : `${op}: ${bytes(members[0].total)} from each rank`, W - 2 * gap, SMALL + 1));
       } else {
         for (const { rank, total } of members) {
           arrows.append('text').attr('class', 'collective-label').attr('x', x(rank) + boxW / 2)
