@@ -3,6 +3,12 @@
 GET /api/estimate?model=llama3-70b&gpu=h100-80gb&gpus=1024&tp=8&pp=4&schedule=interleaved_1f1b
     &virtual_stages=auto&micro_batch=auto&global_batch=1024&recompute=selective
 GET /api/estimate/search?model=...&gpus=...   the fastest layouts that fit, ranked
+POST /api/estimate  {"hardware_profile": {...}, "model": ..., ...}   the same estimate on a calibrated machine
+
+A hardware profile (`distdeck calibrate`'s JSON, simulations.estimate.profile) travels in the POST body, whole:
+it is the user's own file, 10-40 kB of nested figures, too long for a query string (proxies and browsers cap URLs
+at about 8 kB) and not a name the server could know. In the body it needs no upload folder, no server state and no
+clean-up, works the same against a public deck and a local one, and a browser sends it straight from a file input.
 
 Bad input is a 422 naming the field and the constraint, from the field bounds here or from the
 estimator's own layout rules (TP divides the heads, GPUs a multiple of TP·PP·CP, ...).
@@ -10,6 +16,7 @@ estimator's own layout rules (TP divides the heads, GPUs a multiple of TP·PP·C
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -18,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app import estimate_math
 from simulations import estimate as est
+from simulations.estimate import profile
 from simulations.estimate.kernels import AttentionKernel
 from simulations.estimate.layout import CPComm, CrossEntropy, Execution, FsdpVersion, OptimizerDtype, Precision, Recompute, Schedule
 from simulations.estimate.timeline import span_count
@@ -198,31 +206,53 @@ class SearchResult(BaseModel):
     layouts: list[EstimateResult] = Field(description="Fastest first; empty when no layout fits")
 
 
-def _invalid(p: EstimateParams, exc: est.LayoutError) -> RequestValidationError:
-    return RequestValidationError([{"type": "value_error", "loc": ("query", exc.field), "msg": exc.message,
+class ProfileEstimateBody(EstimateQuery):
+    hardware_profile: dict = Field(description="A hardware profile written by `distdeck calibrate` (the file's "
+                                               "JSON): the estimate runs on its measured rates instead of the "
+                                               "catalog GPU's datasheet figures (`gpu` is ignored)")
+
+
+def _invalid(p: EstimateParams, exc: est.LayoutError, where: str = "query") -> RequestValidationError:
+    return RequestValidationError([{"type": "value_error", "loc": (where, exc.field), "msg": exc.message,
                                     "input": getattr(p, exc.field, None)}])
 
 
-def _build(p: EstimateParams, check_layout: bool = True):
+def _build(p: EstimateParams, check_layout: bool = True, hardware: est.GPU | None = None, where: str = "query"):
     try:
-        return est.build(**p.model_dump(exclude={"timeline"}), check_layout=check_layout)
+        return est.build(**p.model_dump(exclude={"timeline", "hardware_profile"}), check_layout=check_layout,
+                         hardware=hardware)
     except est.LayoutError as exc:
-        raise _invalid(p, exc) from None
+        raise _invalid(p, exc, where) from None
 
 
 @router.get("/estimate", response_model=EstimateResult,
             summary="Step time, throughput, MFU and memory per GPU of a layout on a modelled cluster")
 def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
-    model, cluster, layout = _build(params)
+    return _estimate(params, *_build(params))
+
+
+@router.post("/estimate", response_model=EstimateResult,
+             summary="The same estimate on a calibrated machine: its hardware profile in the body")
+def estimate_on_profile(body: ProfileEstimateBody) -> EstimateResult:
+    try:
+        hardware = profile.to_gpu(profile.from_dict(body.hardware_profile))
+    except profile.ProfileError as exc:
+        path = tuple(part for part in re.split(r"[.\[\]]+", exc.field) if part)
+        raise RequestValidationError([{"type": "value_error", "loc": ("body", "hardware_profile", *path),
+                                       "msg": exc.message, "input": None}]) from None
+    return _estimate(body, *_build(body, hardware=hardware, where="body"), where="body")
+
+
+def _estimate(params: EstimateQuery, model, cluster, layout, where: str = "query") -> EstimateResult:
     try:  # `auto` can still find no micro-batch size the schedule accepts
         result = est.estimate(model, cluster, layout)
     except est.LayoutError as exc:
-        raise _invalid(params, exc) from None
+        raise _invalid(params, exc, where) from None
     timeline = None
     if params.timeline:
         actions = span_count(result)
         if actions > MAX_SPANS:
-            raise RequestValidationError([{"type": "value_error", "loc": ("query", "timeline"), "input": True,
+            raise RequestValidationError([{"type": "value_error", "loc": (where, "timeline"), "input": True,
                                            "msg": f"a timeline of {actions} spans is more than {MAX_SPANS}: "
                                                   "fewer micro-batches or virtual stages"}])
         result = est.estimate(model, cluster, result.layout, keep_spans=True)
