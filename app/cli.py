@@ -184,6 +184,8 @@ def calibrate_cmd(
     threads: Annotated[int | None, typer.Option(min=1, help="CPU: the threads torch may use, as one of several "
                                                             "ranks on this machine would (default: all).",
                                                 show_default=False)] = None,
+    clock: Annotated[str, typer.Option(help="CPU: wall, or cpu (this process's CPU time: on a machine other work "
+                                            "keeps busy; with --threads 1).")] = "wall",
 ) -> None:
     """Measure this machine (GEMMs at a model's shapes, attention kernels, memory bandwidth, eager op cost,
     element-wise passes, AdamW, the link between two ranks) and write a hardware profile for `estimate
@@ -206,7 +208,7 @@ def calibrate_cmd(
         typer.echo(f"error: --out {out}: the folder {out.parent} does not exist", err=True)
         raise typer.Exit(2)
     try:
-        measurements = plan(device, quick=quick, threads=threads)
+        measurements = plan(device, quick=quick, threads=threads, clock=clock)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -15,8 +15,9 @@ What each part times and how (its note goes into the profile beside the figures)
 - elementwise: a residual add, SwiGLU's silu(a)·b, an RMSNorm op by op (Meta's reference) and by F.rms_norm, a cast
   of fp32 to bf16, F.cross_entropy forward and backward on fp32 logits: bytes an ideal single pass moves per
   second (a chain of unfused ops moves more, so its rate reads low: that is what it costs);
-- optimizer: torch.optim.AdamW, foreach and fused, over `params` fp32 parameters in 16 tensors with gradients set:
-  seconds per parameter;
+- optimizer: torch.optim.AdamW, foreach and fused, over `params` fp32 parameters in 16 tensors with gradients set,
+  and clip_grad_norm_ over their gradients: seconds per parameter;
+- every CPU figure on the host's clock, or with `clock="cpu"` on this process's CPU time (timing.py);
 - interconnect (not in quick mode): an all_reduce of 64 MB (and 4 KB for latency) between two ranks on this machine,
   NCCL on two GPUs or gloo on the CPU: bus bandwidth 2(n−1)/n · bytes / seconds.
 """
@@ -28,7 +29,7 @@ import platform
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import torch
@@ -52,6 +53,7 @@ class Plan:
     sequences: int  # sequences per step: GEMMs of sequences × seq_len rows
     quick: bool = False
     threads: int | None = None  # CPU: threads torch uses (a rank of n on this machine: cores / n)
+    clock: str = "wall"  # CPU: "wall", or "cpu" (this process's CPU time: a busy machine, one thread; timing.py)
     reps: int = 5
     copy_bytes: int = 256 * MB
     eager_ops: int = 2000
@@ -66,7 +68,7 @@ class Plan:
 
 
 def plan(device: str = "auto", quick: bool = False, shape: Model | None = None, sequences: int | None = None,
-         threads: int | None = None) -> Plan:
+         threads: int | None = None, clock: str = "wall") -> Plan:
     """The measurements for `device` ("cuda", "cpu" or "auto": a GPU if torch sees one). A GPU measures a Llama 3
     8B layer at 4,096 tokens; a CPU the benchmark's small Llama (llama.BENCH_LLAMA); quick: the tiny one, smaller
     buffers, fewer repeats, no interconnect."""
@@ -74,15 +76,21 @@ def plan(device: str = "auto", quick: bool = False, shape: Model | None = None, 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: torch sees no CUDA GPU here (use --device cpu or auto)")
+    if clock not in ("wall", "cpu"):
+        raise ValueError(f"--clock must be wall or cpu, not {clock!r}")
+    if clock == "cpu" and (device == "cuda" or threads != 1):
+        raise ValueError("--clock cpu times a CPU's work by this process's CPU time, which is the work's own only "
+                         "on one thread: use it with --device cpu --threads 1")
     dev = torch.device(device)
     gpu = dev.type == "cuda"
     if shape is None:
         from simulations.estimate.models import MODELS
 
-        shape = llama.TINY_LLAMA if quick else (MODELS["llama3-8b"] if gpu else llama.BENCH_LLAMA)
+        # on a GPU one sequence of 4,096 tokens, the length of the shared H100/H200 measurements
+        shape = llama.TINY_LLAMA if quick else (replace(MODELS["llama3-8b"], seq_len=4096) if gpu else llama.BENCH_LLAMA)
     if sequences is None:
         sequences = max(1, 4096 // shape.seq_len) if gpu and not quick else 2
-    p = Plan(dev, shape, sequences, quick, threads)
+    p = Plan(dev, shape, sequences, quick, threads, clock)
     if gpu:
         p.copy_bytes, p.eager_ops, p.optimizer_params = 2 * 2**30, 5000, 256 * 2**20
     if quick:
@@ -125,7 +133,7 @@ def nvidia_driver() -> str | None:
 def gemm_rate(m: int, k: int, n: int, dtype: torch.dtype, p: Plan) -> tuple[float, float]:
     a = torch.randn(m, k, device=p.device, dtype=dtype)
     w = torch.randn(n, k, device=p.device, dtype=dtype)
-    seconds = device_time(lambda: F.linear(a, w), p.device, reps=p.reps)
+    seconds = device_time(lambda: F.linear(a, w), p.device, reps=p.reps, clock=p.clock)
     return seconds, 2 * m * k * n / seconds
 
 
@@ -146,7 +154,7 @@ def gemm_dtype(p: Plan, out: dict) -> None:
 def gemm(p: Plan, out: dict, tick: Callable[[], None]) -> None:
     section = out.setdefault("gemm", {})
     section["note"] = ("F.linear(a, w), a m x k, w n x k, FLOPs 2mkn over the median of "
-                       f"{p.reps} timed calls after 2 warm-up calls ({'CUDA events' if p.device.type == 'cuda' else 'perf_counter'}); "
+                       f"{p.reps} timed calls or more after 2 warm-up calls ({'CUDA events' if p.device.type == 'cuda' else p.clock + ' clock'}); "
                        f"the shapes of {p.shape.name} at {p.tokens} tokens: forward, input and weight gradients")
     rows = section.setdefault("rows", [])
     name = str(p.dtype).removeprefix("torch.")
@@ -204,8 +212,8 @@ def attention(p: Plan, out: dict, tick: Callable[[], None]) -> None:
             q.grad = k.grad = v.grad = None
         try:
             with torch.no_grad():
-                fwd = device_time(forward, p.device, reps=p.reps)
-            both = device_time(forward_backward, p.device, reps=p.reps)
+                fwd = device_time(forward, p.device, reps=p.reps, clock=p.clock)
+            both = device_time(forward_backward, p.device, reps=p.reps, clock=p.clock)
         except RuntimeError as exc:  # a kernel that does not take these inputs here
             errors[name] = str(exc).splitlines()[0][:200]
             tick()
@@ -227,7 +235,7 @@ def attention(p: Plan, out: dict, tick: Callable[[], None]) -> None:
 def memory_copy(p: Plan, out: dict, tick: Callable[[], None]) -> None:
     src = torch.empty(p.copy_bytes, dtype=torch.uint8, device=p.device).fill_(1)
     dst = torch.empty_like(src)
-    seconds = device_time(lambda: dst.copy_(src), p.device, reps=p.reps)
+    seconds = device_time(lambda: dst.copy_(src), p.device, reps=p.reps, clock=p.clock)
     out["memory_copy"] = {"note": f"dst.copy_(src) of {p.copy_bytes} bytes, median of {p.reps}; bytes read plus "
                                   "written per second",
                           "bytes_moved": 2 * p.copy_bytes, "seconds": seconds, "bytes_per_s": 2 * p.copy_bytes / seconds}
@@ -240,9 +248,9 @@ def eager_op(p: Plan, out: dict, tick: Callable[[], None]) -> None:
     def many() -> None:
         for _ in range(p.eager_ops):
             x.add_(1)
-    seconds = wall(many, p.device, warm=1, reps=p.reps) / p.eager_ops
+    seconds = wall(many, p.device, warm=1, reps=p.reps, clock=p.clock) / p.eager_ops
     out["eager_op"] = {"note": f"{p.eager_ops} back-to-back x.add_(1) on a one-element tensor, then a "
-                               "synchronisation, host clock: Python, the dispatcher and the launch of one eager op",
+                               "synchronisation, host clock (CPU time with the cpu clock): Python, the dispatcher and the launch of one eager op",
                        "ops": p.eager_ops, "seconds_per_op": seconds}
     tick()
 
@@ -271,7 +279,7 @@ def elementwise(p: Plan, out: dict, tick: Callable[[], None]) -> None:
     }
     rows = {}
     for name, (call, shape, moved) in passes.items():
-        seconds = device_time(call, p.device, reps=p.reps)
+        seconds = device_time(call, p.device, reps=p.reps, clock=p.clock)
         rows[name] = {"shape": shape, "seconds": seconds, "bytes_moved": moved, "bytes_per_s": moved / seconds}
         tick()
     out["elementwise"] = {"note": "median seconds of one call; bytes_moved counts what an ideal single fused pass "
@@ -290,18 +298,23 @@ def optimizer(p: Plan, out: dict, tick: Callable[[], None]) -> None:
     for name in ("foreach", "fused"):
         try:
             opt = torch.optim.AdamW(params, lr=1e-5, **{name: True})
-            seconds = wall(opt.step, p.device, warm=1, reps=p.reps)
+            seconds = wall(opt.step, p.device, warm=1, reps=p.reps, clock=p.clock)
         except (RuntimeError, ValueError) as exc:  # fused AdamW on a device or dtype that lacks it
             errors[name] = str(exc).splitlines()[0][:200]
         else:
             rows[name] = {"seconds": seconds, "seconds_per_param": seconds / count}
         tick()
+    seconds = wall(lambda: torch.nn.utils.clip_grad_norm_(params, 1.0), p.device, warm=1, reps=p.reps, clock=p.clock)
+    rows["clip"] = {"seconds": seconds, "seconds_per_param": seconds / count}
+    tick()
     out["optimizer"] = {"note": f"torch.optim.AdamW(lr=1e-5).step() over {count} fp32 parameters in {tensors} "
-                                "tensors, gradients set, median of host-clock steps with a synchronisation",
+                                "tensors, gradients set, foreach and fused; clip: torch.nn.utils.clip_grad_norm_(1.0) "
+                                "over the same gradients; median of steps on the host's clock (or CPU time) with a "
+                                "synchronisation",
                         "params": count, "tensors": tensors, "rows": rows, "errors": errors}
 
 
-def _all_reduce_rank(rank: int, world: int, store: str, backend: str, sizes: list[int], reps: int,
+def _all_reduce_rank(rank: int, world: int, store: str, backend: str, sizes: list[int], reps: int, clock: str,
                      results) -> None:
     import torch.distributed as dist
 
@@ -316,7 +329,8 @@ def _all_reduce_rank(rank: int, world: int, store: str, backend: str, sizes: lis
     times = []
     for size in sizes:
         buffer = torch.ones(size // 4, device=device)
-        times.append(wall(lambda: dist.all_reduce(buffer), device, warm=2, reps=reps))  # noqa: B023
+        times.append(wall(lambda: dist.all_reduce(buffer), device, warm=2, reps=reps, clock=clock,  # noqa: B023
+                          min_total_s=0.0))
     if rank == 0:
         results.put(times)
     dist.barrier()
@@ -337,14 +351,16 @@ def interconnect(p: Plan, out: dict, tick: Callable[[], None]) -> None:
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
     try:
-        mp.spawn(_all_reduce_rank, args=(world, store, backend, [big, small], p.reps, results), nprocs=world,
+        mp.spawn(_all_reduce_rank, args=(world, store, backend, [big, small], p.reps, p.clock, results), nprocs=world,
                  join=True)
         big_s, small_s = results.get()
     finally:
         if os.path.exists(store):
             os.unlink(store)
     out["interconnect"] = {"note": f"dist.all_reduce of fp32 buffers between {world} ranks on this machine "
-                                   f"({backend}), median of {p.reps}; bus bandwidth 2(n-1)/n x bytes / seconds",
+                                   f"({backend}), median of {p.reps} ({p.clock} clock: with the CPU clock, the "
+                                   "CPU time of rank 0's process, gloo's threads included); bus bandwidth "
+                                   "2(n-1)/n x bytes / seconds",
                            "backend": backend, "ranks": world, "bytes": big, "seconds": big_s,
                            "bus_bytes_per_s": 2 * (world - 1) / world * big / big_s,
                            "small_bytes": small, "small_seconds": small_s}
@@ -358,7 +374,7 @@ PARTS: dict[str, Callable] = {"gemm": gemm, "attention": attention, "memory_copy
 
 def steps(p: Plan) -> int:
     """How many ticks calibrate() gives: its progress bar's total."""
-    return (len(llama.gemm_shapes(p.shape, p.tokens)) + 1 + len(attention_backends(p.device)) + 1 + 1 + 6 + 2
+    return (len(llama.gemm_shapes(p.shape, p.tokens)) + 1 + len(attention_backends(p.device)) + 1 + 1 + 6 + 3
             + (1 if p.interconnect else 0))
 
 
@@ -382,8 +398,9 @@ def calibrate(p: Plan, on_step: Callable[[str], None] = lambda part: None) -> di
                 continue
             part(p, out, lambda name=name: on_step(name))
             synchronize(p.device)
+        out["clock"] = "cuda events" if p.device.type == "cuda" else p.clock
         out["about"] = (f"Measured by distdeck calibrate on {out['device']['name']} ({out['device']['type']}), "
-                        f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
+                        f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads, {out['clock']} clock, "
                         f"in {time.perf_counter() - started:.0f} s; each section's note says how.")
         out["seconds"] = time.perf_counter() - started
         return out
