@@ -291,10 +291,11 @@ def estimate_cmd(
     optimizer_dtype: Annotated[str, typer.Option(
         help="Adam's state: fp32 (master weights, m, v: 12 bytes a parameter) or bf16 (Apex's distributed Adam "
              "with dtype bf16: 6).")] = "fp32",
-    cross_entropy: Annotated[str, typer.Option(
+    cross_entropy: Annotated[str | None, typer.Option(
         help="The loss: fp32 (Megatron-LM's: an fp32 softmax beside the bf16 logits), fused (flash-attn's fused "
-             "cross entropy, LLM Foundry), torch (torch's cross_entropy on fp32 logits, eager, torchtitan) or "
-             "loss_parallel (the same under torch's loss_parallel, torchtitan with TP).")] = "fp32",
+             "cross entropy, LLM Foundry), torch (torch's cross_entropy on fp32 logits, eager, torchtitan), "
+             "loss_parallel (the same under torch's loss_parallel, torchtitan with TP) or hf (Transformers' "
+             "ForCausalLMLoss); default: the stack's (fp32 for auto and megatron).", show_default=False)] = None,
     execution: Annotated[str, typer.Option(
         help="How kernels reach the GPU: eager (PyTorch ops, one kernel each, foreach AdamW: FSDP stacks), fused "
              "(Megatron-core / TransformerEngine), compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); "
@@ -306,6 +307,15 @@ def estimate_cmd(
     fp8_param_gather: Annotated[bool, typer.Option(
         help="With --precision fp8: ZeRO's parameter all-gathers move the layers' weights in FP8 (torchao's FSDP "
              "float8 all-gather, Megatron-LM's --fp8-param-gather).")] = False,
+    stack: Annotated[str, typer.Option(
+        help="The training code: auto (today's: Megatron-core fused, eager PyTorch FSDP with ZeRO-3), hf (Hugging Face "
+             "Transformers' LlamaForCausalLM / Mistral / Qwen2 / GPT-NeoX, eager, op by op), torchtitan or "
+             "megatron.")] = "auto",
+    amp: Annotated[bool, typer.Option(
+        help="With --stack hf: torch.autocast(bf16) over fp32 weights with torch.optim.AdamW (HF Trainer's bf16=True); "
+             "default: bf16 weights with fp32 master weights.")] = False,
+    torch_compile: Annotated[bool, typer.Option(
+        "--compile/--no-compile", help="model = torch.compile(model): inductor's fused element-wise kernels.")] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
     search: Annotated[bool, typer.Option(
         "--search", help="Search the layouts instead (TP, PP, CP, EP, ZeRO or HSDP, schedule, micro-batch; the layout "
@@ -342,13 +352,15 @@ def estimate_cmd(
             grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
             recompute_every=recompute_every, network_gbps=network_gbps, optimizer_dtype=optimizer_dtype,
             cross_entropy=cross_entropy, execution=execution, fsdp=fsdp,
-            fp8_param_gather=fp8_param_gather, check_layout=not search, hardware=hardware)
+            fp8_param_gather=fp8_param_gather, stack=stack, amp=amp, torch_compile=torch_compile,
+            check_layout=not search, hardware=hardware)
         if search:
             found = [e.as_dict() for e in est.search(spec, cluster, layout, top=top)]
         else:
             result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
-        typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)
+        flag = {"torch_compile": "compile"}.get(exc.field, exc.field)  # the flags whose name is not the field's
+        typer.echo(f"error: --{flag.replace('_', '-')} {exc.message}", err=True)
         raise typer.Exit(2) from None
     if search:
         _print_search(found, spec.name, cluster, json_)
@@ -372,6 +384,8 @@ def estimate_cmd(
         ("precision / attention / execution / network", f"{result['precision']}, {result['attention_kernel']}, "
                                                         f"{result['execution']}, "
                                                         f"{result['network_gbps']:,.0f} Gb/s per node"),
+        ("stack", f"{result['stack']}{', AMP (autocast over fp32 weights)' if result['amp'] else ''}"
+                  f"{', torch.compile' if result['torch_compile'] else ''}"),
         ("step time", f"{result['step_time_s']:.3f} s"),
         ("tokens/s", f"{result['tokens_per_s']:,.0f}"),
         ("model TFLOP/s per GPU", f"{result['model_tflops_per_gpu']:.0f}"),
@@ -381,7 +395,7 @@ def estimate_cmd(
          + ", ".join(f"{k} {v:.3f}" for k, v in result["exposed_comm_by_kind_s"].items() if v and k != "pp") + ")"),
     ]
     rows += [(f"memory: {role}", f"{value / gb:.1f} GB") for role, value in result["memory_per_gpu_bytes"].items()]
-    rows.append(("fits", f"{'yes' if result['fits'] else 'NO'} ({result['gpu_memory_bytes'] / gb:.0f} GB per GPU)"))
+    rows.append(("fits", f"{result['fit']['verdict']} ({result['gpu_memory_bytes'] / gb:.0f} GB per GPU)"))
     rows.append(("how far to trust it", result["validation"]["summary"]))
     for name, value in rows:
         table.add_row(name, value)

@@ -28,6 +28,7 @@ from simulations import estimate as est
 from simulations.estimate import profile
 from simulations.estimate.kernels import AttentionKernel
 from simulations.estimate.layout import CPComm, CrossEntropy, Execution, FsdpVersion, OptimizerDtype, Precision, Recompute, Schedule
+from simulations.estimate.stacks import Stack
 from simulations.estimate.timeline import span_count
 
 router = APIRouter(prefix="/api", tags=["estimate"])
@@ -95,10 +96,11 @@ class EstimateParams(BaseModel):
                                        "NICs together, Gb/s; default: the GPU's DGX node")
     optimizer_dtype: OptimizerDtype = Field("fp32", description="Adam's state: fp32 master weights, m and "
                                                      "v (12 bytes a parameter), or bf16 (Apex's distributed Adam: 6)")
-    cross_entropy: CrossEntropy = Field("fp32", description="The loss: fp32 (Megatron-LM's: an fp32 softmax "
+    cross_entropy: CrossEntropy | None = Field(None, description="The loss: fp32 (Megatron-LM's: an fp32 softmax "
                                                     "beside the bf16 logits), fused (flash-attn's kernel) or torch "
                                                     "(torch's cross_entropy on fp32 logits, eager, as torchtitan) or "
-                                                    "loss_parallel (the same under torch's loss_parallel, with TP)")
+                                                    "loss_parallel (the same under torch's loss_parallel, with TP) or "
+                                                    "hf (Transformers' ForCausalLMLoss); default: the stack's")
     execution: Execution = Field("auto", description="How kernels reach the GPU: eager (PyTorch ops, one kernel "
                                  "each, foreach AdamW: FSDP stacks), fused (Megatron-core / TransformerEngine), "
                                  "compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); auto: eager with "
@@ -109,6 +111,11 @@ class EstimateParams(BaseModel):
     fp8_param_gather: bool = Field(False, description="With precision fp8: ZeRO's parameter all-gathers move the "
                                    "layers' weights in FP8 (torchao's FSDP float8 all-gather, Megatron-LM's "
                                    "--fp8-param-gather)")
+    stack: Stack = Field("auto", description="The training code: auto (Megatron-core fused, or eager PyTorch FSDP "
+                         "with ZeRO-3), hf (Transformers' Llama-family model, eager, op by op), torchtitan, megatron")
+    amp: bool = Field(False, description="With stack hf: torch.autocast(bf16) over fp32 weights and torch.optim.AdamW; "
+                      "false: bf16 weights with fp32 master weights")
+    torch_compile: bool = Field(False, description="torch.compile of the model: inductor's fused element-wise kernels")
 
 
 class EstimateQuery(EstimateParams):
@@ -139,6 +146,25 @@ class Validation(BaseModel):
     tables: list[str]
     summary: str = Field(description="All of it in words: \"within ±x % (median y %) on N published ... runs on "
                                      "GPU; too fast on z % of them\", as the CLI and the projected view print it")
+
+
+class Role(BaseModel):
+    role: str
+    bytes: float
+
+
+class Fit(BaseModel):
+    margin_bytes: float = Field(description="What a process can allocate less the peak and the allocator's "
+                                            "fragmentation measured in LLM training (15 %): positive to spare, "
+                                            "negative missing")
+    optimistic_margin_bytes: float = Field(description="The same with 5 % fragmentation")
+    verdict: str = Field(description="\"fits with X GB to spare\", \"may not fit: ...\" or \"does not fit: Y GB "
+                                     "missing\", with the peak's moment and its largest roles")
+    peak: str = Field(description="The moment of the step the memory describes: step (every role at once), backward "
+                                  "start, end of backward or optimizer step")
+    fragmentation_bytes: float
+    reserved_bytes: float = Field(description="CUDA context, cuBLAS workspaces: kept out of what can be allocated")
+    dominant: list[Role] = Field(description="The roles held at the peak, largest first")
 
 
 class EstimateResult(BaseModel):
@@ -185,7 +211,11 @@ class EstimateResult(BaseModel):
                                               "usable_memory_bytes starts")
     usable_memory_bytes: float = Field(description="What the step may hold: the device's total less CUDA's reserve, "
                                                    "over 1 + the allocator's fragmentation")
-    fits: bool
+    fits: bool = Field(description="Fits with the caching allocator's least fragmentation (5 %): fit says how safely")
+    fit: Fit
+    stack: str
+    amp: bool
+    torch_compile: bool
     validation: Validation = Field(description="How far to trust it: the estimator's error on published runs of this "
                                                "kind (same GPU; data parallelism alone, or TP, PP or CP), from its "
                                                "validation tables")

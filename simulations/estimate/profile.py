@@ -29,6 +29,9 @@ How a profile becomes a GPU (to_gpu), each choice because the estimator's formul
 - capacity is the device's memory as torch reports it (a CPU's: the machine's RAM);
 - fused attention runs at the measured fraction of the H100 curve the estimator would time the same kernel with
   (kernels.attention_rate), the geometric mean over the rows and both directions (`attention_vs_h100`);
+- the figures the single-GPU stacks read where a GPU has them (hardware.GPU's measured fields: the host's cost of an
+  eager op, the copy bandwidth for element-wise passes, AdamW's and clip_grad_norm_'s seconds a parameter, every GEMM
+  by shape, SDPA with the kernel torch picked) are the profile's own;
 - the interconnect, when measured (two ranks on this machine: NCCL between two GPUs, gloo on a CPU), is the link
   bandwidth, its bus bandwidth over hardware.NVLINK_BUS_EFFICIENCY (as collectives.ring_bandwidth takes that
   fraction back); one machine is one node. Without one, a profile estimates one device only.
@@ -75,6 +78,7 @@ class AttentionRate:
     s: int
     d: int
     kernel: str
+    picked_by_torch: bool
     forward_s: float
     forward_backward_s: float
     forward_flops_per_s: float
@@ -171,6 +175,7 @@ def from_dict(data: Any) -> HardwareProfile:
             raise ProfileError(where, "must be an object")
         attention.append(AttentionRate(
             *(_get(row, name, int, True, f"{where}.") for name in ("b", "heads", "s", "d")), str(row.get("kernel", "")),
+            row.get("picked_by_torch") is True,
             *(_get(row, name, float, True, f"{where}.") for name in ("forward_s", "forward_backward_s",
                                                                  "forward_flops_per_s", "backward_flops_per_s"))))
     elementwise = {}
@@ -224,6 +229,7 @@ def to_gpu(profile: HardwareProfile) -> hardware.GPU:
     best = profile.best_gemm
     link = (profile.interconnect_bus_bytes_per_s / hardware.NVLINK_BUS_EFFICIENCY
             if profile.interconnect_bus_bytes_per_s else 0.0)
+    picked = [a for a in profile.attention if a.picked_by_torch] or list(profile.attention)
     gpu = hardware.GPU(
         name=f"profile-{profile.slug}", title=f"{profile.device_name} (calibrated {profile.date[:10]})",
         peak_flops=best.flops_per_s, matmul_flops=best.flops_per_s, sustained_flops=best.flops_per_s,
@@ -231,5 +237,11 @@ def to_gpu(profile: HardwareProfile) -> hardware.GPU:
         nvlink_bandwidth=link, sms=profile.compute_units, node_egress=link, gpus_per_node=1,
         short=profile.device_name, memory_total=profile.memory_bytes + hardware.CUDA_RESERVED_BYTES
         if profile.device_type == "cpu" else profile.memory_bytes,
-        mamf_shape=(best.m, best.n, best.k))
+        mamf_shape=(best.m, best.n, best.k),
+        # the measured fields the single-GPU stacks read (simulations/estimate/compute.py: gemm_time, sdpa_time,
+        # eager_op_seconds, streaming_time, optimizer_time), each as calibrate measured it
+        eager_op_s=profile.eager_op_s, copy_bandwidth=profile.copy_bytes_per_s,
+        adamw_s_per_param=tuple(sorted(profile.optimizer_s_per_param.items())),
+        gemm_seconds=tuple((g.m, g.k, g.n, g.seconds) for g in profile.gemm),
+        sdpa_seconds=tuple((a.b, a.heads, a.s, a.d, a.forward_s, a.forward_backward_s) for a in picked))
     return replace(gpu, attention_vs_h100=attention_vs_h100(profile, gpu))
