@@ -6,8 +6,9 @@ that step for real and print predicted against measured (issue 37, item 3).
    while a second-long step is spread over many, so wall-clock rates of the two disagree (at a load average of 37 on
    2 cores a calibrated wall-clock estimate came out 10 times too fast). One thread a rank: the two-rank run has a
    core each.
-2. The estimator (simulations.estimate) on each profile: the small Llama (simulations.calibrate.llama.BENCH_LLAMA),
-   one rank, then two ranks of data parallelism (DDP) over the link the profile measured (gloo, loopback).
+2. The estimator (simulations.estimate) on the profile, stack "hf" with AMP (the op-by-op Hugging Face Llama under
+   autocast): the small Llama (simulations.calibrate.llama.BENCH_LLAMA), one rank, then two ranks of data
+   parallelism (DDP, fp32 gradients on the wire) over the link the profile measured (gloo, loopback).
 3. The same step for real: the model in fp32 under torch.autocast(bfloat16) (the mixed precision Hugging Face's
    Trainer and Lightning's bf16-mixed run), F.cross_entropy on fp32 logits, gradient clipping, torch.optim.AdamW
    (foreach); one rank, then two gloo ranks with torch's DistributedDataParallel. The median step of REPEATS after
@@ -96,8 +97,7 @@ def predicted(hardware: est.GPU, ranks: int) -> est.Estimate:
         "custom", layers=SHAPE.layers, hidden=SHAPE.hidden, heads=SHAPE.heads, kv_heads=SHAPE.kv_heads,
         ffn_hidden=SHAPE.ffn_hidden, vocab=SHAPE.vocab, seq_len=SHAPE.seq_len, gated_mlp=True, dropout=False,
         flash_attention=True, gpus=ranks, tp=1, zero_stage=0, global_batch=SEQUENCES * ranks, micro_batch=SEQUENCES,
-        recompute="none", execution="eager", cross_entropy="torch", grad_reduce_dtype="fp32",
-        hardware=hardware)
+        recompute="none", stack="hf", amp=True, grad_reduce_dtype="fp32", hardware=hardware)
     return est.estimate(model, cluster, layout)
 
 

@@ -68,43 +68,86 @@ def scaled(data: dict, slower: float) -> dict:
     return out
 
 
-def on(data: dict, gpus: int = 1) -> est.Estimate:
+STACKS = {"hf-amp": {"stack": "hf", "amp": True}, "eager": {"execution": "eager", "cross_entropy": "torch"}}
+
+
+def on(data: dict, gpus: int = 1, stack: str = "hf-amp") -> est.Estimate:
+    """The tiny Llama's step on the profile's machine: Hugging Face's Llama under AMP (the single-GPU stack, which
+    reads the measured GEMMs, SDPA, AdamW and eager op), or the eager PyTorch stack (the datasheet-shaped model, on
+    the profile's best GEMM rate, copy bandwidth and attention ratio)."""
     shape = llama.TINY_LLAMA
     model, cluster, layout = est.build(
         "custom", layers=shape.layers, hidden=shape.hidden, heads=shape.heads, kv_heads=shape.kv_heads,
         ffn_hidden=shape.ffn_hidden, vocab=shape.vocab, seq_len=shape.seq_len, gated_mlp=True, dropout=False,
-        gpus=gpus, tp=1, zero_stage=0, global_batch=2 * gpus, micro_batch=2, recompute="none", execution="eager",
-        cross_entropy="torch", hardware=profile.to_gpu(profile.from_dict(data)))
+        gpus=gpus, tp=1, zero_stage=0, global_batch=2 * gpus, micro_batch=2, recompute="none",
+        hardware=profile.to_gpu(profile.from_dict(data)), **STACKS[stack])
     return est.estimate(model, cluster, layout)
 
 
 def test_the_best_measured_gemm_runs_at_its_measured_time(measured):
-    """The profile's best shape is the estimator's calibration point (compute.mainloop_flops_per_sm): it runs in
-    exactly the time calibrate measured for it; halve the rate and it takes twice as long."""
+    """The profile's best shape is the datasheet-shaped model's calibration point (compute.mainloop_flops_per_sm): it
+    runs in the time calibrate measured for it, or in its bf16 bytes over the measured copy rate if that is longer (a
+    small GEMM's operands stay in cache, a copy's do not); halve every rate and it takes twice as long."""
+    times = []
     for slower in (1.0, 2.0):
         data = scaled(measured, slower)
         gpu = profile.to_gpu(profile.from_dict(data))
         best = profile.from_dict(data).best_gemm
-        cluster = est.Cluster(gpu, 1, 1, 0.0)
-        assert compute.matmul_time(best.m, best.n, best.k, cluster) == pytest.approx(best.seconds, rel=1e-9)
+        moved = 2 * (best.m * best.k + best.k * best.n + best.m * best.n)
+        expected = max(best.seconds, moved / data["memory_copy"]["bytes_per_s"])
+        times.append(compute.matmul_time(best.m, best.n, best.k, est.Cluster(gpu, 1, 1, 0.0)))
+        assert times[-1] == pytest.approx(expected, rel=1e-9)
+    assert times[1] == pytest.approx(2 * times[0], rel=1e-9)
 
 
-def test_a_machine_twice_as_slow_in_every_figure_takes_twice_as_long(measured):
-    """Every time the estimator adds up is work over a measured rate (GEMMs in waves calibrated at the best shape,
-    a tile's fixed cost and every memory-bound pass over the copy bandwidth, attention at its measured fraction of
-    the kernel curve), so dividing every rate by 2 doubles the step, to rounding."""
-    base, slow = on(measured), on(scaled(measured, 2.0))
+@pytest.mark.parametrize("stack", STACKS)
+def test_a_machine_twice_as_slow_in_every_figure_takes_twice_as_long(measured, stack):
+    """Every time the estimator adds up is work over a measured rate (hf-amp: each GEMM at its measured time, SDPA,
+    AdamW and the eager op as measured, element-wise passes over the copy bandwidth; eager: GEMMs in waves calibrated
+    at the best shape, a tile's fixed cost and every memory-bound pass over the copy bandwidth, attention at its
+    measured fraction of the kernel curve), so dividing every rate by 2 doubles the step, to rounding."""
+    base, slow = on(measured, stack=stack), on(scaled(measured, 2.0), stack=stack)
     assert slow.step_time_s == pytest.approx(2 * base.step_time_s, rel=1e-9)
     assert slow.compute_s == pytest.approx(2 * base.compute_s, rel=1e-9)
     assert slow.optimizer_s == pytest.approx(2 * base.optimizer_s, rel=1e-9)
 
 
+def test_the_optimizer_step_is_the_measured_adamw_and_clip(measured):
+    """Stack hf: torch.optim.AdamW (foreach) and clip_grad_norm_ at the seconds a parameter calibrate measured."""
+    rows = measured["optimizer"]["rows"]
+    per_param = rows["foreach"]["seconds_per_param"] + rows["clip"]["seconds_per_param"]
+    assert on(measured).optimizer_s == pytest.approx(llama.TINY_LLAMA.params() * per_param, rel=1e-9)
+
+
 def test_the_copy_bandwidth_sets_the_memory_bound_passes(measured):
-    """The optimizer step is a memory-bound pass: its time is its bytes over the measured copy rate."""
-    e = on(measured)
+    """Eager stack: the optimizer step is a memory-bound pass, its bytes over the measured copy rate."""
+    e = on(measured, stack="eager")
     params = llama.TINY_LLAMA.params()
     expected = params * compute.FOREACH_ADAMW_BYTES_PER_PARAM / measured["memory_copy"]["bytes_per_s"]
     assert e.optimizer_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_each_gemm_runs_at_the_time_calibrate_measured_for_its_shape(measured):
+    """The single-GPU stack times every GEMM of the layer at its own measured shape: halving one shape's rate (its
+    time doubled) lengthens the step by exactly that GEMM's time for each time a layer runs that shape."""
+    shape = llama.TINY_LLAMA
+    tokens = 2 * shape.seq_len
+    down = next(r for r in measured["gemm"]["rows"] if (r["m"], r["k"], r["n"]) == (tokens, shape.ffn_hidden,
+                                                                                       shape.hidden))
+    slower = copy.deepcopy(measured)
+    row = next(r for r in slower["gemm"]["rows"] if (r["m"], r["k"], r["n"]) == (tokens, shape.ffn_hidden,
+                                                                                  shape.hidden))
+    row["seconds"] *= 2
+    row["flops_per_s"] /= 2
+    base, slow = on(measured), on(slower)
+    # a layer's seven linears (q, k, v, o, gate, up, down as (k, n)); each runs forward [t, k]·[k, n], its input
+    # gradient [t, n]·[n, k] and its weight gradient [k, t]·[t, n]: the down projection's forward and the input
+    # gradients of gate and up have this shape
+    h, kv, f = shape.hidden, shape.kv_heads * shape.head_dim, shape.ffn_hidden
+    linears = [(h, h), (h, kv), (h, kv), (h, h), (h, f), (h, f), (f, h)]
+    runs = sum([(tokens, k, n), (tokens, n, k), (k, tokens, n)].count((tokens, f, h)) for k, n in linears)
+    assert runs == 3
+    assert slow.compute_s - base.compute_s == pytest.approx(shape.layers * runs * down["seconds"], rel=1e-6)
 
 
 def test_more_devices_than_the_profile_links_is_refused(measured):
