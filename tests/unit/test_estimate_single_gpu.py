@@ -15,6 +15,8 @@ layers, cancel) must equal the estimator's count exactly, and so must the whole 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -212,6 +214,16 @@ def test_compile_fuses_passes_but_keeps_gemms_attention_and_memory():
     assert compiled.memory_per_gpu_bytes == eager.memory_per_gpu_bytes
     assert compiled.optimizer_s == eager.optimizer_s  # the model is compiled, not the optimizer
     assert compiled.step_time_s < eager.step_time_s
+    # a layer's forward is faster by exactly the bytes the fused kernels do not move (GEMMs and SDPA unchanged)
+    from simulations.estimate import compute
+    model, hw = eager.model, eager.cluster
+    tokens = model.seq_len
+    moved = {name: tokens * sum(p.bytes for p in table(model, True)[0])
+             for name, table in (("eager", stacks.hf_llama_layer), ("compiled", stacks.hf_llama_layer_compiled))}
+    layer_eager = compute.hf_layer_time(model, eager.layout, hw, 1)
+    layer_compiled = compute.hf_layer_time(model, compiled.layout, hw, 1)
+    assert layer_eager.forward - layer_compiled.forward == pytest.approx(
+        (moved["eager"] - moved["compiled"]) / hw.gpu.streaming_bandwidth)
     f_eager, b_eager = stacks.hf_llama_layer(SHAPE, True)
     f_comp, b_comp = stacks.hf_llama_layer_compiled(SHAPE, True)
     assert sum(p.bytes for p in f_comp) < sum(p.bytes for p in f_eager) / 2
@@ -254,3 +266,70 @@ def test_the_verdict_states_the_margin_either_way():
     total = sum(d["bytes"] for d in huge["dominant"])
     assert huge["optimistic_margin_bytes"] - huge["margin_bytes"] == pytest.approx(0.10 * total)
     assert huge["fragmentation_bytes"] == pytest.approx(0.15 * total) and huge["reserved_bytes"] == 2**30
+
+
+# The ops that launch no kernel (views) and the ones timed apart from the element-wise passes (GEMMs, attention, the
+# embedding and the loss), by aten name.
+VIEW_OPS = {"view", "_unsafe_view", "transpose", "t", "expand", "slice", "unsqueeze", "reshape", "as_strided",
+            "detach", "alias", "split", "narrow", "select", "permute", "squeeze", "_reshape_alias", "unbind"}
+TIMED_APART = {"mm", "addmm", "bmm", "embedding", "embedding_dense_backward", "nll_loss_forward", "nll_loss_backward",
+               "_log_softmax", "_log_softmax_backward_data", "_scaled_dot_product_flash_attention_for_cpu",
+               "_scaled_dot_product_flash_attention_for_cpu_backward"}
+
+
+def dispatched(layers: int, amp: bool) -> dict[str, Counter]:
+    """Every aten op one forward and one backward dispatch, by direction: kernels (one an op) and the bytes of the
+    tensors each reads and writes, the weights' own casts and gradient passes apart ("weights": an op on a tensor of a
+    2-D weight's shape; the norms' 1-D weights are read beside [tokens, h] activations and stay with them)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    torch.manual_seed(0)
+    model = CausalLM(layers)
+    if not amp:
+        model = model.to(torch.bfloat16)
+    weights = {shape for p in model.parameters() if p.dim() == 2 for shape in (tuple(p.shape), tuple(p.shape)[::-1])}
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.counts: Counter = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = func.overloadpacket.__name__
+            tensors = [t for t in torch.utils._pytree.tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
+            if name not in VIEW_OPS and name not in TIMED_APART:
+                kind = "weights" if any(tuple(t.shape) in weights for t in tensors) else "passes"
+                self.counts[f"{kind} kernels"] += 1
+                self.counts[f"{kind} bytes"] += sum(t.numel() * t.element_size() for t in tensors)
+            return out
+
+    forward, backward = Count(), Count()
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+    with forward, torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        _, loss = model(ids, ids)
+    with backward:
+        loss.backward()
+    return {"forward": forward.counts, "backward": backward.counts}
+
+
+@pytest.mark.parametrize("amp", [True, False])
+def test_one_layer_launches_and_moves_what_the_estimator_counts(amp):
+    """One layer's element-wise ops as torch dispatches them (two layers less one), against stacks.hf_llama_layer.
+
+    Forward: the same kernels, and the same bytes but for the two norms' weights, which the estimator leaves out
+    (a [h] vector read once, not a byte a token): 2 · h · (its bytes) over the tokens. Backward, where the
+    dispatcher's view and the kernels differ: slice_backward is one op of two kernels (zeros, then the copy of the
+    slice), four of them (rotate_half's halves of Q and K); CPU's SDPA backward hands back Q's and K's gradients in
+    a layout their views need copied (two clones: CUDA's kernels write them in the query's layout). Bytes: the
+    dispatcher counts mean's backward input as the expanded [tokens, h] view it is given (4 bytes a token read, not
+    4·h), slice_backward's zeros not at all and the clones on top, so within 5 %."""
+    one, two = dispatched(1, amp), dispatched(2, amp)
+    layer = {direction: two[direction] - one[direction] for direction in ("forward", "backward")}
+    forward, backward = stacks.hf_llama_layer(SHAPE, amp)
+    norm_weights = 2 * HIDDEN * (4 if amp else 2)  # read by the two weight * x, once each
+    assert layer["forward"]["passes kernels"] == sum(p.kernels for p in forward)
+    assert (layer["forward"]["passes bytes"] - norm_weights) / TOKENS == pytest.approx(sum(p.bytes for p in forward))
+    slice_zeros, cpu_clones = 4, 2
+    assert layer["backward"]["passes kernels"] + slice_zeros - cpu_clones == sum(p.kernels for p in backward)
+    assert layer["backward"]["passes bytes"] / TOKENS == pytest.approx(sum(p.bytes for p in backward), rel=0.05)
