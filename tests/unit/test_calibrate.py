@@ -168,6 +168,7 @@ def test_estimate_cli_runs_on_a_profile_and_names_the_machine(measured, tmp_path
     out = json.loads(result.output)
     assert out["gpu"] == profile.to_gpu(profile.from_dict(measured)).name
     assert out["gpu_memory_bytes"] == measured["device"]["memory_bytes"]
+    assert "none published on a calibrated machine" in out["validation"]["summary"]  # no run was published on it
 
 
 @pytest.mark.parametrize("change, message", [
