@@ -50,6 +50,9 @@ from simulations import hardware
 from simulations.estimate import kernels
 
 FORMAT = "distdeck-hardware-profile/1"
+# Bounds that keep the estimator's arithmetic finite: every figure (bytes, FLOP/s, seconds) at most LARGEST, and a
+# GEMM's dimensions at most LARGEST_DIM (a 16 M-row GEMM is beyond any model's layer).
+LARGEST, LARGEST_DIM = 1e18, 2**24
 DEVICE_TYPES = ("cuda", "cpu")
 
 
@@ -133,8 +136,8 @@ def _get(data: dict, path: str, kind: type | tuple[type, ...], positive: bool = 
         kind = (int, float)
     if not isinstance(value, kind) or (numeric and isinstance(value, bool)):
         raise ProfileError(path, f"must be {'a number' if numeric else kind.__name__}, got {value!r}"[:200])
-    if positive and not (math.isfinite(value) and value > 0):
-        raise ProfileError(path, f"must be a finite number > 0, got {value!r}")
+    if positive and not 0 < value <= LARGEST:  # NaN fails both comparisons, infinity the second
+        raise ProfileError(path, f"must be a finite number > 0 and at most {LARGEST:.0e}, got {value!r}")
     return value
 
 
@@ -161,6 +164,9 @@ def from_dict(data: Any) -> HardwareProfile:
         if not isinstance(row, dict):
             raise ProfileError(where, "must be an object")
         m, k, n = (_get(row, name, int, True, f"{where}.") for name in ("m", "k", "n"))
+        for name, dim in (("m", m), ("k", k), ("n", n)):
+            if dim > LARGEST_DIM:
+                raise ProfileError(f"{where}.{name}", f"must be at most {LARGEST_DIM}, got {dim}")
         seconds = _get(row, "seconds", float, True, f"{where}.")
         rate = _get(row, "flops_per_s", float, True, f"{where}.")
         if not math.isclose(rate, 2 * m * k * n / seconds, rel_tol=1e-3):  # the file's own arithmetic
@@ -168,8 +174,10 @@ def from_dict(data: Any) -> HardwareProfile:
                                                        f"got {rate:.4g}")
         gemm.append(GemmRate(m, k, n, str(row.get("dtype", "")), seconds, rate))
     attention = []
-    for i, row in enumerate(data.get("attention", {}).get("rows", []) if isinstance(data.get("attention"), dict)
-                            else []):
+    attention_rows = data["attention"].get("rows", []) if isinstance(data.get("attention"), dict) else []
+    if not isinstance(attention_rows, list):
+        raise ProfileError("attention.rows", f"must be a list, got {type(attention_rows).__name__}")
+    for i, row in enumerate(attention_rows):
         where = f"attention.rows[{i}]"
         if not isinstance(row, dict):
             raise ProfileError(where, "must be an object")

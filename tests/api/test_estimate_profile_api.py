@@ -72,6 +72,10 @@ def test_two_ranks_run_over_the_measured_link(client):
     (lambda d: d["gemm"]["rows"][1].update(seconds=0), ["body", "hardware_profile", "gemm", "rows", "1", "seconds"]),
     (lambda d: d.update(format="v0"), ["body", "hardware_profile", "format"]),
     (lambda d: d["device"].pop("memory_bytes"), ["body", "hardware_profile", "device", "memory_bytes"]),
+    # numbers past what the estimator's floats hold, and a malformed list: a 422, never a 500
+    (lambda d: d["gemm"]["rows"][0].update(m=10**400), ["body", "hardware_profile", "gemm", "rows", "0", "m"]),
+    (lambda d: d["device"].update(memory_bytes=1e300), ["body", "hardware_profile", "device", "memory_bytes"]),
+    (lambda d: d["attention"].update(rows=5), ["body", "hardware_profile", "attention", "rows"]),
 ])
 def test_a_bad_profile_is_a_422_at_its_json_path(client, change, loc):
     data = synthetic()
