@@ -223,6 +223,64 @@ def list_scenarios() -> None:
         typer.echo(f"{scenario.name:18} {scenario.title}\n{'':18} {fields}")
 
 
+@cli.command("calibrate")
+def calibrate_cmd(
+    out: Annotated[Path, typer.Option(help="Where to write the hardware profile (JSON).")] = Path("hardware-profile.json"),
+    device: Annotated[str, typer.Option(help="cuda, cpu, or auto: the GPU if torch sees one, else the CPU.")] = "auto",
+    quick: Annotated[bool, typer.Option("--quick", help="Small shapes and buffers, no interconnect: seconds, "
+                                                        "for a smoke test (its rates read low).")] = False,
+    threads: Annotated[int | None, typer.Option(min=1, help="CPU: the threads torch may use, as one of several "
+                                                            "ranks on this machine would (default: all).",
+                                                show_default=False)] = None,
+    clock: Annotated[str, typer.Option(help="CPU: wall, or cpu (this process's CPU time: on a machine other work "
+                                            "keeps busy; with --threads 1).")] = "wall",
+) -> None:
+    """Measure this machine (GEMMs at a model's shapes, attention kernels, memory bandwidth, eager op cost,
+    element-wise passes, AdamW, the link between two ranks) and write a hardware profile for `estimate
+    --hardware-profile`."""
+    import json
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from simulations.calibrate import calibrate, plan, steps
+    from simulations.estimate import profile
+
+    if device not in ("cuda", "cpu", "auto"):
+        typer.echo(f"error: --device must be cuda, cpu or auto, not {device!r}", err=True)
+        raise typer.Exit(2)
+    if out.exists() and out.is_dir():
+        typer.echo(f"error: --out {out} is a folder; give a file name", err=True)
+        raise typer.Exit(2)
+    if not out.parent.is_dir():
+        typer.echo(f"error: --out {out}: the folder {out.parent} does not exist", err=True)
+        raise typer.Exit(2)
+    try:
+        measurements = plan(device, quick=quick, threads=threads, clock=clock)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        task = progress.add_task(f"calibrating the {measurements.device.type}", total=steps(measurements))
+
+        def on_step(part: str) -> None:
+            progress.update(task, advance=1, description=f"{measurements.device.type}: {part.replace('_', ' ')}")
+
+        data = calibrate(measurements, on_step)
+    checked = profile.from_dict(data)  # what estimate will read: a bug here fails now, not there
+    out.write_text(json.dumps(data, indent=1))
+    best = checked.best_gemm
+    link = (f", {checked.interconnect_backend} all-reduce {checked.interconnect_bus_bytes_per_s / 1e9:.2f} GB/s"
+            if checked.interconnect_bus_bytes_per_s else "")
+    typer.echo(f"{checked.device_name} ({checked.device_type}), {data['software']['threads']} threads, "
+               f"{data['seconds']:.0f} s: GEMM up to {best.flops_per_s / 1e12:.3g} TFLOP/s in {checked.dtype} "
+               f"({best.m}×{best.k}×{best.n}), copy {checked.copy_bytes_per_s / 1e9:.1f} GB/s, eager op "
+               f"{checked.eager_op_s * 1e6:.1f} µs{link}")
+    typer.echo(f"profile: {out}  (use it: distdeck estimate --hardware-profile {out} --gpus 1 ...)")
+
+
 @cli.command("estimate")
 def estimate_cmd(
     model: Annotated[str, typer.Option(help=f"{', '.join(MODELS)} or custom.")] = "llama3-70b",
@@ -281,10 +339,11 @@ def estimate_cmd(
     optimizer_dtype: Annotated[str, typer.Option(
         help="Adam's state: fp32 (master weights, m, v: 12 bytes a parameter) or bf16 (Apex's distributed Adam "
              "with dtype bf16: 6).")] = "fp32",
-    cross_entropy: Annotated[str, typer.Option(
+    cross_entropy: Annotated[str | None, typer.Option(
         help="The loss: fp32 (Megatron-LM's: an fp32 softmax beside the bf16 logits), fused (flash-attn's fused "
-             "cross entropy, LLM Foundry), torch (torch's cross_entropy on fp32 logits, eager, torchtitan) or "
-             "loss_parallel (the same under torch's loss_parallel, torchtitan with TP).")] = "fp32",
+             "cross entropy, LLM Foundry), torch (torch's cross_entropy on fp32 logits, eager, torchtitan), "
+             "loss_parallel (the same under torch's loss_parallel, torchtitan with TP) or hf (Transformers' "
+             "ForCausalLMLoss); default: the stack's (fp32 for auto and megatron).", show_default=False)] = None,
     execution: Annotated[str, typer.Option(
         help="How kernels reach the GPU: eager (PyTorch ops, one kernel each, foreach AdamW: FSDP stacks), fused "
              "(Megatron-core / TransformerEngine), compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); "
@@ -296,17 +355,38 @@ def estimate_cmd(
     fp8_param_gather: Annotated[bool, typer.Option(
         help="With --precision fp8: ZeRO's parameter all-gathers move the layers' weights in FP8 (torchao's FSDP "
              "float8 all-gather, Megatron-LM's --fp8-param-gather).")] = False,
+    stack: Annotated[str, typer.Option(
+        help="The training code: auto (today's: Megatron-core fused, eager PyTorch FSDP with ZeRO-3), hf (Hugging Face "
+             "Transformers' LlamaForCausalLM / Mistral / Qwen2 / GPT-NeoX, eager, op by op), torchtitan or "
+             "megatron.")] = "auto",
+    amp: Annotated[bool, typer.Option(
+        help="With --stack hf: torch.autocast(bf16) over fp32 weights with torch.optim.AdamW (HF Trainer's bf16=True); "
+             "default: bf16 weights with fp32 master weights.")] = False,
+    torch_compile: Annotated[bool, typer.Option(
+        "--compile/--no-compile", help="model = torch.compile(model): inductor's fused element-wise kernels.")] = False,
     json_: Annotated[bool, typer.Option("--json", help="Print a JSON object instead of a table.")] = False,
     search: Annotated[bool, typer.Option(
         "--search", help="Search the layouts instead (TP, PP, CP, EP, ZeRO or HSDP, schedule, micro-batch; the layout "
                          "flags are ignored) and print the fastest that fit, as the deck's layout chooser does.")] = False,
     top: Annotated[int, typer.Option(min=1, max=50, help="With --search: how many layouts to print.")] = 5,
+    hardware_profile: Annotated[Path | None, typer.Option(
+        help="A profile written by `distdeck calibrate`: estimate on that machine's measured rates instead of "
+             "--gpu's datasheet figures (one device, or as many as share the link it measured).",
+        show_default=False)] = None,
 ) -> None:
     """Estimate one training step on a modelled GPU cluster: time, throughput, MFU, memory per GPU."""
     import json
 
     from simulations import estimate as est
+    from simulations.estimate import profile
 
+    hardware = None
+    if hardware_profile is not None:
+        try:
+            hardware = profile.to_gpu(profile.load(hardware_profile))
+        except profile.ProfileError as exc:
+            typer.echo(f"error: --hardware-profile {hardware_profile}: {exc}", err=True)
+            raise typer.Exit(2) from None
     try:
         spec, cluster, layout = est.build(
             model, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
@@ -320,13 +400,15 @@ def estimate_cmd(
             grad_reduce_dtype=grad_reduce_dtype, attention_kernel=attention_kernel, precision=precision,
             recompute_every=recompute_every, network_gbps=network_gbps, optimizer_dtype=optimizer_dtype,
             cross_entropy=cross_entropy, execution=execution, fsdp=fsdp,
-            fp8_param_gather=fp8_param_gather, check_layout=not search)
+            fp8_param_gather=fp8_param_gather, stack=stack, amp=amp, torch_compile=torch_compile,
+            check_layout=not search, hardware=hardware)
         if search:
             found = [e.as_dict() for e in est.search(spec, cluster, layout, top=top)]
         else:
             result = est.estimate(spec, cluster, layout).as_dict()
     except est.LayoutError as exc:
-        typer.echo(f"error: --{exc.field.replace('_', '-')} {exc.message}", err=True)
+        flag = {"torch_compile": "compile"}.get(exc.field, exc.field)  # the flags whose name is not the field's
+        typer.echo(f"error: --{flag.replace('_', '-')} {exc.message}", err=True)
         raise typer.Exit(2) from None
     if search:
         _print_search(found, spec.name, cluster, json_)
@@ -350,6 +432,8 @@ def estimate_cmd(
         ("precision / attention / execution / network", f"{result['precision']}, {result['attention_kernel']}, "
                                                         f"{result['execution']}, "
                                                         f"{result['network_gbps']:,.0f} Gb/s per node"),
+        ("stack", f"{result['stack']}{', AMP (autocast over fp32 weights)' if result['amp'] else ''}"
+                  f"{', torch.compile' if result['torch_compile'] else ''}"),
         ("step time", f"{result['step_time_s']:.3f} s"),
         ("tokens/s", f"{result['tokens_per_s']:,.0f}"),
         ("model TFLOP/s per GPU", f"{result['model_tflops_per_gpu']:.0f}"),
@@ -359,7 +443,7 @@ def estimate_cmd(
          + ", ".join(f"{k} {v:.3f}" for k, v in result["exposed_comm_by_kind_s"].items() if v and k != "pp") + ")"),
     ]
     rows += [(f"memory: {role}", f"{value / gb:.1f} GB") for role, value in result["memory_per_gpu_bytes"].items()]
-    rows.append(("fits", f"{'yes' if result['fits'] else 'NO'} ({result['gpu_memory_bytes'] / gb:.0f} GB per GPU)"))
+    rows.append(("fits", f"{result['fit']['verdict']} ({result['gpu_memory_bytes'] / gb:.0f} GB per GPU)"))
     rows.append(("how far to trust it", result["validation"]["summary"]))
     for name, value in rows:
         table.add_row(name, value)

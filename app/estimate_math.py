@@ -248,3 +248,23 @@ def scale_by_data_parallelism(options: dict, gpus: int) -> dict:
     replicas = options["gpus"] // unit
     per_replica = options["global_batch"] // replicas
     return {**options, "gpus": gpus, "global_batch": per_replica * (gpus // unit)}
+
+
+# "My model on my GPU" (issue 37): Hugging Face Transformers' Llama shapes (their config.json on the Hub:
+# meta-llama/Llama-3.2-1B and -3B: hidden 2048 / 3072, intermediate 8192, 16 / 28 layers, 32 / 24 heads, 8 key-value
+# heads, vocabulary 128,256; Llama 3 8B: the estimator's preset), counted with untied embeddings as the estimator
+# counts every model (so Llama 3.2 3B is the 3.6B Llama that issue 37's session ran out of memory with on an 80 GB
+# H100 at 4,096 tokens under AMP).
+ONE_GPU_MODELS = {
+    "Llama 3.2 1B": dict(model="custom", layers=16, hidden=2048, heads=32, kv_heads=8, ffn_hidden=8192, vocab=128256),
+    "Llama 3.2 3B": dict(model="custom", layers=28, hidden=3072, heads=24, kv_heads=8, ffn_hidden=8192, vocab=128256),
+    "Llama 3 8B": dict(model="llama3-8b"),
+}
+
+
+def one_gpu(name: str, gpu_name: str, seq_len: int = 4096, **stack) -> est.Estimate:
+    """One sequence of `seq_len` tokens a step on one GPU, no recomputation, the stack most single-GPU runs use
+    unless `stack` says otherwise: Transformers' Llama, eager, under AMP (autocast over fp32 weights, AdamW)."""
+    options = dict(gated_mlp=True, dropout=False, seq_len=seq_len, gpu=gpu_name, gpus=1, gpus_per_node=1, tp=1,
+                   zero_stage=0, micro_batch=1, global_batch=1, recompute="none", stack="hf", amp=True)
+    return est.estimate(*est.build(**{**ONE_GPU_MODELS[name], **options, **stack}))

@@ -80,6 +80,12 @@ TFLOP = 10**12
 # (assumption: 5 % of what is live), not measured here.
 CUDA_RESERVED_BYTES = 1024 * MiB
 ALLOCATOR_FRAGMENTATION = 0.05
+# What PyTorch's splitting caching allocator leaves unusable at the peak of LLM training, measured: GMLake (Guo et al.,
+# "GMLake: Efficient and Transparent GPU Memory Defragmentation for Large-scale DNN Training with Virtual Memory
+# Stitching", ASPLOS 2024, arXiv:2401.08156, abstract) removes "15% (up to 33%) fragmentation among eight LLM models on
+# GPU A100 with 80 GB memory". Taken here as 15 % of the live bytes: a step whose peak fits with 5 % (the assumption
+# above) but not with 15 % is reported as one that may not fit (simulations/estimate/cost.py, Estimate.fit).
+ALLOCATOR_FRAGMENTATION_MEASURED = 0.15
 
 NVLINK_BUS_EFFICIENCY = 370 / 450  # 8 × H100 all-reduce bus bandwidth, large messages (scaling book, gpus.md)
 NETWORK_EFFICIENCY = NVLINK_BUS_EFFICIENCY  # assumption: same fraction of the NICs' line rate
@@ -106,6 +112,59 @@ NCCL_PAT_LEVEL_US, NCCL_PAT_RANK_US, NCCL_PAT_BANDWIDTH = 14.0 / 3.5, 2.8, 0.75
 NCCL_COLLECTIVE_SMS = 16
 
 
+# Kernel microbenchmarks "measured on an H100 SXM with PyTorch 2.11 + CUDA 13.0" (and on an H200 with the same software):
+# one NVIDIA H100 80GB HBM3 (SXM, 700 W) and one H200 (141 GB, 700 W), PyTorch 2.11.0+cu130, cuDNN 9.19, driver 580.159,
+# 2026-11-28, medians of 10 timed runs after warm-up, CUDA events (the project's ../shared/measurements/gpu-kernels.json,
+# measured with kernels.py beside it). Read by the single-GPU stacks only (GPU's measured fields).
+# - a 2 GB device-to-device copy, bytes read plus written per second: H100 2.935 TB/s, H200 4.256 TB/s;
+# - the host's cost of one eager op (5,000 back-to-back x.add_(1) on one element, the GPU idle): 7.87 µs (a second
+#   run on another host: 10.62 µs). H100 host only; the H200 is taken to sit on a like host (assumption);
+# - torch.optim.AdamW over 1.5e9 fp32 parameters in 64 tensors: foreach 46.6 ms, fused 16.8 ms,
+#   clip_grad_norm_ 7.29 ms (H100 only; on H200 scaled by the copy bandwidths, assumption);
+# - bf16 F.linear at Llama-layer shapes (m, k, n, seconds), TF32 off;
+# - causal SDPA, the kernel torch picks (cuDNN on these GPUs), (batch, heads, sequence, head dim, forward s, forward and
+#   backward s).
+H100_COPY_BANDWIDTH, H200_COPY_BANDWIDTH = 2.935e12, 4.256e12
+MEASURED_EAGER_OP_S = 7.87e-6
+H100_ADAMW_S_PER_PARAM = (("foreach", 0.04661 / 1.5e9), ("fused", 0.01684 / 1.5e9),
+                          ("clip", 0.007291 / 1.5e9))
+H200_ADAMW_S_PER_PARAM = tuple((kind, s * H100_COPY_BANDWIDTH / H200_COPY_BANDWIDTH) for kind, s in H100_ADAMW_S_PER_PARAM)
+H100_GEMM_SECONDS = ((8192, 8192, 8192, 1483.0e-6), (4096, 2048, 2048, 82.7e-6), (4096, 2048, 512, 52.5e-6), (4096, 2048, 8192, 200.9e-6),
+    (4096, 8192, 2048, 183.1e-6), (4096, 2048, 128256, 2904.3e-6), (4096, 3072, 3072, 135.2e-6), (4096, 3072, 1024, 55.9e-6),
+    (4096, 3072, 8192, 309.8e-6), (4096, 8192, 3072, 295.3e-6), (4096, 3072, 128256, 4457.1e-6), (4096, 4096, 4096, 238.4e-6),
+    (4096, 4096, 1024, 71.7e-6), (4096, 4096, 14336, 729.6e-6), (4096, 14336, 4096, 705.0e-6), (4096, 4096, 128256, 6174.8e-6),
+    (8192, 2048, 2048, 132.6e-6), (8192, 2048, 512, 47.6e-6), (8192, 2048, 8192, 471.9e-6), (8192, 8192, 2048, 444.2e-6),
+    (8192, 2048, 128256, 6168.0e-6), (8192, 3072, 3072, 255.4e-6), (8192, 3072, 1024, 98.3e-6), (8192, 3072, 8192, 657.5e-6),
+    (8192, 8192, 3072, 617.6e-6), (8192, 3072, 128256, 9442.0e-6), (8192, 4096, 4096, 433.2e-6), (8192, 4096, 1024, 123.8e-6),
+    (8192, 4096, 14336, 1347.7e-6), (8192, 14336, 4096, 1295.2e-6), (8192, 4096, 128256, 11578.3e-6))
+H200_GEMM_SECONDS = ((8192, 8192, 8192, 1450.3e-6), (4096, 2048, 2048, 61.7e-6), (4096, 2048, 512, 30.0e-6), (4096, 2048, 8192, 199.8e-6),
+    (4096, 8192, 2048, 187.9e-6), (4096, 2048, 128256, 2882.2e-6), (4096, 3072, 3072, 131.1e-6), (4096, 3072, 1024, 54.1e-6),
+    (4096, 3072, 8192, 293.7e-6), (4096, 8192, 3072, 282.5e-6), (4096, 3072, 128256, 4641.6e-6), (4096, 4096, 4096, 239.0e-6),
+    (4096, 4096, 1024, 75.5e-6), (4096, 4096, 14336, 780.5e-6), (4096, 14336, 4096, 735.0e-6), (4096, 4096, 128256, 6458.4e-6),
+    (8192, 2048, 2048, 150.3e-6), (8192, 2048, 512, 56.6e-6), (8192, 2048, 8192, 499.9e-6), (8192, 8192, 2048, 461.7e-6),
+    (8192, 2048, 128256, 6244.8e-6), (8192, 3072, 3072, 275.2e-6), (8192, 3072, 1024, 105.5e-6), (8192, 3072, 8192, 676.1e-6),
+    (8192, 8192, 3072, 645.9e-6), (8192, 3072, 128256, 9433.1e-6), (8192, 4096, 4096, 438.0e-6), (8192, 4096, 1024, 123.5e-6),
+    (8192, 4096, 14336, 1424.3e-6), (8192, 14336, 4096, 1397.0e-6), (8192, 4096, 128256, 12429.4e-6))
+H100_SDPA_SECONDS = ((4, 32, 2048, 64, 235e-6, 894e-6),
+    (2, 32, 4096, 64, 373e-6, 1356e-6),
+    (1, 32, 8192, 64, 679e-6, 2400e-6),
+    (4, 24, 2048, 128, 230e-6, 934e-6),
+    (2, 24, 4096, 128, 398e-6, 1535e-6),
+    (1, 24, 8192, 128, 707e-6, 2744e-6),
+    (4, 32, 2048, 128, 286e-6, 1177e-6),
+    (2, 32, 4096, 128, 515e-6, 1968e-6),
+    (1, 32, 8192, 128, 925e-6, 3557e-6))
+H200_SDPA_SECONDS = ((4, 32, 2048, 64, 204e-6, 856e-6),
+    (2, 32, 4096, 64, 360e-6, 1315e-6),
+    (1, 32, 8192, 64, 657e-6, 2372e-6),
+    (4, 24, 2048, 128, 231e-6, 1010e-6),
+    (2, 24, 4096, 128, 394e-6, 1561e-6),
+    (1, 24, 8192, 128, 724e-6, 2803e-6),
+    (4, 32, 2048, 128, 293e-6, 1208e-6),
+    (2, 32, 4096, 128, 513e-6, 1954e-6),
+    (1, 32, 8192, 128, 941e-6, 3584e-6))
+
+
 @dataclass(frozen=True)
 class GPU:
     """One accelerator: spec-sheet peaks and the measured fraction of its matmul peak."""
@@ -127,6 +186,32 @@ class GPU:
     mamf_shape: tuple[int, int, int] = (8192, 8192, 8192)  # M, N, K at which `matmul_flops` was measured
     # its fused attention against the FlashAttention papers' H100 SXM (700 W) curves (simulations/estimate/kernels.py)
     attention_vs_h100: float = 1.0
+    # Measured kernel figures of this GPU with today's software (a microbenchmark, or a calibrated hardware profile),
+    # read by the single-GPU stacks (simulations/estimate/stacks.py: Hugging Face eager, AMP, torch.compile); each 0 or
+    # empty where none was measured, and then the stacks fall back to the datasheet model above. The multi-GPU rows
+    # the estimator is validated on do not read them.
+    # - eager_op_s: host seconds to issue one eager PyTorch op (Python, dispatcher, CUDA launch), the GPU idle;
+    eager_op_s: float = 0.0
+    # - copy_bandwidth: a large device-to-device copy, bytes read plus written per second: what a streaming
+    #   element-wise kernel (a cast, an add, a norm's pass) reaches;
+    copy_bandwidth: float = 0.0
+    # - adamw_s_per_param: torch.optim.AdamW's step per fp32 parameter, seconds, by implementation ("foreach", the
+    #   default on CUDA, or "fused"), and "clip" for torch.nn.utils.clip_grad_norm_ over the same gradients;
+    adamw_s_per_param: tuple[tuple[str, float], ...] = ()
+    # - gemm_seconds: bf16 F.linear(a, w) timed at given shapes, (m, k, n, seconds): a is m × k, w is n × k.
+    gemm_seconds: tuple[tuple[int, int, int, float], ...] = ()
+    # - sdpa_seconds: causal F.scaled_dot_product_attention, the kernel torch picks, (batch, heads, sequence, head dim,
+    #   forward seconds, forward + backward seconds).
+    sdpa_seconds: tuple[tuple[int, int, int, int, float, float], ...] = ()
+
+    def adamw_seconds(self, kind: str) -> float:
+        """Measured seconds per parameter of AdamW's `kind` ("foreach", "fused" or "clip"); 0 where not measured."""
+        return dict(self.adamw_s_per_param).get(kind, 0.0)
+
+    @property
+    def streaming_bandwidth(self) -> float:
+        """Bytes/s an element-wise pass moves: the measured copy, else the datasheet's at HBM_EFFICIENCY."""
+        return self.copy_bandwidth or self.hbm_bandwidth * HBM_EFFICIENCY
 
     @property
     def usable_bytes(self) -> float:
@@ -159,12 +244,18 @@ GPUS: dict[str, GPU] = {
                      sustained_flops=H200_SUSTAINED,
                      hbm_bytes=80 * GB, hbm_bandwidth=3350 * GB, nvlink_bandwidth=450 * GB, sms=132,
                      node_egress=8 * 400 / 8 * GB, short="H100", memory_total=81559 * MiB,
-                     fp8_flops=1979 * TFLOP, mamf_shape=(2048, 2048, 13312)),
+                     fp8_flops=1979 * TFLOP, mamf_shape=(2048, 2048, 13312),
+                     eager_op_s=MEASURED_EAGER_OP_S, copy_bandwidth=H100_COPY_BANDWIDTH,
+                     adamw_s_per_param=H100_ADAMW_S_PER_PARAM, gemm_seconds=H100_GEMM_SECONDS,
+                     sdpa_seconds=H100_SDPA_SECONDS),
     "h200": GPU("h200", "H200 SXM 141 GB", peak_flops=989 * TFLOP, matmul_flops=841.9 * TFLOP,
                 sustained_flops=H200_SUSTAINED,
                 hbm_bytes=141 * GB, hbm_bandwidth=4800 * GB, nvlink_bandwidth=450 * GB, sms=132,
                 node_egress=8 * 400 / 8 * GB, short="H200", fp8_flops=1979 * TFLOP,
-                mamf_shape=(2048, 2048, 13312)),
+                mamf_shape=(2048, 2048, 13312),
+                eager_op_s=MEASURED_EAGER_OP_S, copy_bandwidth=H200_COPY_BANDWIDTH,
+                adamw_s_per_param=H200_ADAMW_S_PER_PARAM, gemm_seconds=H200_GEMM_SECONDS,
+                sdpa_seconds=H200_SDPA_SECONDS),
     "b200": GPU("b200", "B200 SXM 180 GB", peak_flops=2250 * TFLOP, matmul_flops=1770.9 * TFLOP,
                 sustained_flops=1426.4 * TFLOP,
                 hbm_bytes=180 * GB, hbm_bandwidth=8000 * GB, nvlink_bandwidth=900 * GB, sms=148,

@@ -3,6 +3,12 @@
 GET /api/estimate?model=llama3-70b&gpu=h100-80gb&gpus=1024&tp=8&pp=4&schedule=interleaved_1f1b
     &virtual_stages=auto&micro_batch=auto&global_batch=1024&recompute=selective
 GET /api/estimate/search?model=...&gpus=...   the fastest layouts that fit, ranked
+POST /api/estimate  {"hardware_profile": {...}, "model": ..., ...}   the same estimate on a calibrated machine
+
+A hardware profile (`distdeck calibrate`'s JSON, simulations.estimate.profile) travels in the POST body, whole:
+it is the user's own file, 10-40 kB of nested figures, too long for a query string (proxies and browsers cap URLs
+at about 8 kB) and not a name the server could know. In the body it needs no upload folder, no server state and no
+clean-up, works the same against a public deck and a local one, and a browser sends it straight from a file input.
 
 Bad input is a 422 naming the field and the constraint, from the field bounds here or from the
 estimator's own layout rules (TP divides the heads, GPUs a multiple of TP·PP·CP, ...).
@@ -10,6 +16,7 @@ estimator's own layout rules (TP divides the heads, GPUs a multiple of TP·PP·C
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -18,8 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app import estimate_math
 from simulations import estimate as est
+from simulations.estimate import profile
 from simulations.estimate.kernels import AttentionKernel
 from simulations.estimate.layout import CPComm, CrossEntropy, Execution, FsdpVersion, OptimizerDtype, Precision, Recompute, Schedule
+from simulations.estimate.stacks import Stack
 from simulations.estimate.timeline import span_count
 
 router = APIRouter(prefix="/api", tags=["estimate"])
@@ -87,10 +96,11 @@ class EstimateParams(BaseModel):
                                        "NICs together, Gb/s; default: the GPU's DGX node")
     optimizer_dtype: OptimizerDtype = Field("fp32", description="Adam's state: fp32 master weights, m and "
                                                      "v (12 bytes a parameter), or bf16 (Apex's distributed Adam: 6)")
-    cross_entropy: CrossEntropy = Field("fp32", description="The loss: fp32 (Megatron-LM's: an fp32 softmax "
+    cross_entropy: CrossEntropy | None = Field(None, description="The loss: fp32 (Megatron-LM's: an fp32 softmax "
                                                     "beside the bf16 logits), fused (flash-attn's kernel) or torch "
                                                     "(torch's cross_entropy on fp32 logits, eager, as torchtitan) or "
-                                                    "loss_parallel (the same under torch's loss_parallel, with TP)")
+                                                    "loss_parallel (the same under torch's loss_parallel, with TP) or "
+                                                    "hf (Transformers' ForCausalLMLoss); default: the stack's")
     execution: Execution = Field("auto", description="How kernels reach the GPU: eager (PyTorch ops, one kernel "
                                  "each, foreach AdamW: FSDP stacks), fused (Megatron-core / TransformerEngine), "
                                  "compiled (torch.compile or CUDA graphs: no per-kernel CPU cost); auto: eager with "
@@ -101,6 +111,11 @@ class EstimateParams(BaseModel):
     fp8_param_gather: bool = Field(False, description="With precision fp8: ZeRO's parameter all-gathers move the "
                                    "layers' weights in FP8 (torchao's FSDP float8 all-gather, Megatron-LM's "
                                    "--fp8-param-gather)")
+    stack: Stack = Field("auto", description="The training code: auto (Megatron-core fused, or eager PyTorch FSDP "
+                         "with ZeRO-3), hf (Transformers' Llama-family model, eager, op by op), torchtitan, megatron")
+    amp: bool = Field(False, description="With stack hf: torch.autocast(bf16) over fp32 weights and torch.optim.AdamW; "
+                      "false: bf16 weights with fp32 master weights")
+    torch_compile: bool = Field(False, description="torch.compile of the model: inductor's fused element-wise kernels")
 
 
 class EstimateQuery(EstimateParams):
@@ -131,6 +146,25 @@ class Validation(BaseModel):
     tables: list[str]
     summary: str = Field(description="All of it in words: \"within ±x % (median y %) on N published ... runs on "
                                      "GPU; too fast on z % of them\", as the CLI and the projected view print it")
+
+
+class Role(BaseModel):
+    role: str
+    bytes: float
+
+
+class Fit(BaseModel):
+    margin_bytes: float = Field(description="What a process can allocate less the peak and the allocator's "
+                                            "fragmentation measured in LLM training (15 %): positive to spare, "
+                                            "negative missing")
+    optimistic_margin_bytes: float = Field(description="The same with 5 % fragmentation")
+    verdict: str = Field(description="\"fits with X GB to spare\", \"may not fit: ...\" or \"does not fit: Y GB "
+                                     "missing\", with the peak's moment and its largest roles")
+    peak: str = Field(description="The moment of the step the memory describes: step (every role at once), backward "
+                                  "start, end of backward or optimizer step")
+    fragmentation_bytes: float
+    reserved_bytes: float = Field(description="CUDA context, cuBLAS workspaces: kept out of what can be allocated")
+    dominant: list[Role] = Field(description="The roles held at the peak, largest first")
 
 
 class EstimateResult(BaseModel):
@@ -177,7 +211,11 @@ class EstimateResult(BaseModel):
                                               "usable_memory_bytes starts")
     usable_memory_bytes: float = Field(description="What the step may hold: the device's total less CUDA's reserve, "
                                                    "over 1 + the allocator's fragmentation")
-    fits: bool
+    fits: bool = Field(description="Fits with the caching allocator's least fragmentation (5 %): fit says how safely")
+    fit: Fit
+    stack: str
+    amp: bool
+    torch_compile: bool
     validation: Validation = Field(description="How far to trust it: the estimator's error on published runs of this "
                                                "kind (same GPU; data parallelism alone, or TP, PP or CP), from its "
                                                "validation tables")
@@ -198,31 +236,53 @@ class SearchResult(BaseModel):
     layouts: list[EstimateResult] = Field(description="Fastest first; empty when no layout fits")
 
 
-def _invalid(p: EstimateParams, exc: est.LayoutError) -> RequestValidationError:
-    return RequestValidationError([{"type": "value_error", "loc": ("query", exc.field), "msg": exc.message,
+class ProfileEstimateBody(EstimateQuery):
+    hardware_profile: dict = Field(description="A hardware profile written by `distdeck calibrate` (the file's "
+                                               "JSON): the estimate runs on its measured rates instead of the "
+                                               "catalog GPU's datasheet figures (`gpu` is ignored)")
+
+
+def _invalid(p: EstimateParams, exc: est.LayoutError, where: str = "query") -> RequestValidationError:
+    return RequestValidationError([{"type": "value_error", "loc": (where, exc.field), "msg": exc.message,
                                     "input": getattr(p, exc.field, None)}])
 
 
-def _build(p: EstimateParams, check_layout: bool = True):
+def _build(p: EstimateParams, check_layout: bool = True, hardware: est.GPU | None = None, where: str = "query"):
     try:
-        return est.build(**p.model_dump(exclude={"timeline"}), check_layout=check_layout)
+        return est.build(**p.model_dump(exclude={"timeline", "hardware_profile"}), check_layout=check_layout,
+                         hardware=hardware)
     except est.LayoutError as exc:
-        raise _invalid(p, exc) from None
+        raise _invalid(p, exc, where) from None
 
 
 @router.get("/estimate", response_model=EstimateResult,
             summary="Step time, throughput, MFU and memory per GPU of a layout on a modelled cluster")
 def estimate(params: Annotated[EstimateQuery, Query()]) -> EstimateResult:
-    model, cluster, layout = _build(params)
+    return _estimate(params, *_build(params))
+
+
+@router.post("/estimate", response_model=EstimateResult,
+             summary="The same estimate on a calibrated machine: its hardware profile in the body")
+def estimate_on_profile(body: ProfileEstimateBody) -> EstimateResult:
+    try:
+        hardware = profile.to_gpu(profile.from_dict(body.hardware_profile))
+    except profile.ProfileError as exc:
+        path = tuple(part for part in re.split(r"[.\[\]]+", exc.field) if part)
+        raise RequestValidationError([{"type": "value_error", "loc": ("body", "hardware_profile", *path),
+                                       "msg": exc.message, "input": None}]) from None
+    return _estimate(body, *_build(body, hardware=hardware, where="body"), where="body")
+
+
+def _estimate(params: EstimateQuery, model, cluster, layout, where: str = "query") -> EstimateResult:
     try:  # `auto` can still find no micro-batch size the schedule accepts
         result = est.estimate(model, cluster, layout)
     except est.LayoutError as exc:
-        raise _invalid(params, exc) from None
+        raise _invalid(params, exc, where) from None
     timeline = None
     if params.timeline:
         actions = span_count(result)
         if actions > MAX_SPANS:
-            raise RequestValidationError([{"type": "value_error", "loc": ("query", "timeline"), "input": True,
+            raise RequestValidationError([{"type": "value_error", "loc": (where, "timeline"), "input": True,
                                            "msg": f"a timeline of {actions} spans is more than {MAX_SPANS}: "
                                                   "fewer micro-batches or virtual stages"}])
         result = est.estimate(model, cluster, result.layout, keep_spans=True)

@@ -9,7 +9,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from simulations.estimate import collectives, kernels, traffic
+from simulations.estimate import collectives, kernels, stacks, traffic
 from simulations.estimate.collectives import Group
 from simulations.estimate.layout import Layout, kv_heads_per_tp_rank
 from simulations.estimate.models import BF16, Model
@@ -48,8 +48,11 @@ EAGER_KERNEL_CPU_S = (2 + 3) * 1e-6
 # "fused": flash-attn's xentropy kernel (csrc/xentropy/xentropy_kernel.cu, LLM Foundry's default loss_fn): its forward,
 # one block a row, reads the bf16 row twice (max and sum, then the sum of exponentials: 2 + 2) and writes one
 # log-sum-exp a row; its backward reads the bf16 logits once and writes the bf16 gradient (2 + 2).
+# "hf": Transformers' ForCausalLMLoss (loss/loss_utils.py: logits.float(), then nn.functional.cross_entropy): the same
+# kernels as "torch".
 LOSS_BYTES = {"fp32": (2 + 4 + 4 + 8 + 8 + 4 + 8, 8 + 4 + BF16), "fused": (BF16 + BF16, BF16 + BF16),
               "torch": (2 + 4 + 4 + 4 + 8, 4 + 4 + 8 + 4 + 4 + BF16),
+              "hf": (2 + 4 + 4 + 4 + 8, 4 + 4 + 8 + 4 + 4 + BF16),
               "loss_parallel": (2 + 4 + 4 + 8 + 8 + 4 + 8, 4 + 8 + 12 + 8 + 4 + BF16)}
 # A Llama block (pre-normalisation by RMSNorm, SwiGLU, rotary positions: Touvron et al., "LLaMA", arXiv:2302.13971,
 # sec. 2.2, kept by Llama 2 and 3 and Mixtral; here every gated-MLP model) run op by op in eager PyTorch, HBM bytes an
@@ -215,6 +218,8 @@ def ring_merge_bytes(model: Model, tokens: float, t: int, c: int) -> tuple[float
 
 def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
                tp_group: Group, cp_group: Group, ep_group: Group) -> LayerTime:
+    if layout.stack == "hf":  # Transformers' layer op by op (stacks.py): no TP, CP or EP
+        return hf_layer_time(model, layout, cluster, micro_batch)
     t, c = layout.tp, layout.cp
     h, f, s = model.hidden, model.ffn_hidden, model.seq_len
     tokens = micro_batch * s / c  # rows of every matmul on this rank
@@ -332,3 +337,113 @@ def layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int,
     return LayerTime(forward, backward_input, backward_w, recompute, tp_forward, tp_backward, ep_exposed, attn_fwd,
                      cp_f, cp_b, cp_f_exposed, cp_b_exposed,
                      min(1.0, forward / held_f), min(1.0, (backward_input + backward_w) / held_b))
+
+
+def measured_gemm_time(gpu: GPU, m: float, n: float, k: float) -> float | None:
+    """Seconds of [m, k] × [k, n] where the GPU's measured GEMMs (hardware.GPU.gemm_seconds) hold that K and N: the
+    row of the nearest M, scaled by M (a GEMM of these sizes is many waves of tiles: its time goes with its rows),
+    if within a factor of 2 of it; None where none was measured."""
+    rows = [(rm, seconds) for rm, rk, rn, seconds in gpu.gemm_seconds if rk == k and rn == n and m / 2 <= rm <= 2 * m]
+    if not rows:
+        return None
+    rm, seconds = min(rows, key=lambda row: abs(math.log(row[0] / m)))
+    return seconds * m / rm
+
+
+def gemm_time(m: float, n: float, k: float, cluster: Cluster) -> float:
+    """A single-GPU stack's GEMM: measured at this shape where the GPU has it, else matmul_time's model."""
+    measured = measured_gemm_time(cluster.gpu, m, n, k)
+    return matmul_time(m, n, k, cluster) if measured is None else measured
+
+
+def sdpa_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int) -> tuple[float, float]:
+    """Causal SDPA forward and backward seconds of one micro-batch: the GPU's measured kernel (torch's default pick,
+    hardware.GPU.sdpa_seconds) at this sequence, head count and head dim, scaled by the sequences in the micro-batch;
+    else the attention kernel's published rate (kernels.attention_time)."""
+    s = model.seq_len
+    for b, heads, length, dim, forward, both in cluster.gpu.sdpa_seconds:
+        if (heads, length, dim) == (model.heads, s, model.head_dim):
+            return forward * micro_batch / b, (both - forward) * micro_batch / b
+    return kernels.attention_time(cluster.gpu, layout.attention_kernel, micro_batch * s, s, model.head_dim,
+                                  model.heads)
+
+
+def eager_op_seconds(cluster: Cluster) -> float:
+    """Host seconds per eager op: the GPU's measured figure (hardware.GPU.eager_op_s), else EAGER_KERNEL_CPU_S."""
+    return cluster.gpu.eager_op_s or EAGER_KERNEL_CPU_S
+
+
+def streaming_time(moved: float, cluster: Cluster) -> float:
+    """Seconds of an element-wise pass moving `moved` bytes at the GPU's streaming bandwidth (measured copy)."""
+    return moved / cluster.gpu.streaming_bandwidth
+
+
+def hf_weight_passes(model: Model, layout: Layout, micro_batches: int) -> tuple[float, float]:
+    """HBM bytes a layer's weights take each micro-batch beside its GEMMs, forward and backward: under AMP autocast
+    casts each fp32 linear weight to bf16 (read 4, write 2) and the bf16 weight gradient back (read 2, write 4);
+    from the second micro-batch on, each gradient is added to .grad (read 2·g, write g; the first is stored as is,
+    AccumulateGrad), averaged over the step's micro-batches."""
+    weights = stacks.linear_weights(model)
+    grad = 4 if layout.amp else BF16
+    accumulate = 3 * grad * model.layer_params() * (micro_batches - 1) / micro_batches
+    cast = (4 + BF16) * weights if layout.amp else 0.0
+    return cast, cast + accumulate
+
+
+def hf_layer_time(model: Model, layout: Layout, cluster: Cluster, micro_batch: int) -> LayerTime:
+    """One Transformers Llama layer on one GPU (stacks.py): its seven GEMMs (q, k, v, o, gate, up, down: separate
+    nn.Linear calls) forward and their two backward GEMMs each, SDPA, and the element-wise passes the eager ops (or
+    torch.compile's fused kernels) move, at the GPU's streaming bandwidth; in eager execution no faster than the host
+    issues the layer's ops (eager_op_seconds each; compiled, each generated or extern kernel is still launched from
+    inductor's Python wrapper: counted at the same cost, an upper bound)."""
+    tokens = micro_batch * model.seq_len
+    m = max(1, layout.global_batch // layout.dp(cluster.gpus) // micro_batch)
+    forward_mm = backward_in = backward_w = 0.0
+    for _, n, k in stacks.layer_gemms(model):
+        forward_mm += gemm_time(tokens, n, k, cluster)
+        backward_in += gemm_time(tokens, k, n, cluster)  # dX = dY · Wᵀ
+        backward_w += gemm_time(k, n, tokens, cluster)  # dW = dYᵀ · X
+    attn_f, attn_b = sdpa_time(model, layout, cluster, micro_batch)
+    table = stacks.hf_llama_layer_compiled if layout.torch_compile else stacks.hf_llama_layer
+    passes_f, passes_b = table(model, layout.amp)
+    weights_f, weights_b = hf_weight_passes(model, layout, m)
+    forward = forward_mm + attn_f + streaming_time(tokens * sum(p.bytes for p in passes_f) + weights_f, cluster)
+    backward_input = backward_in + attn_b + streaming_time(tokens * sum(p.bytes for p in passes_b) + weights_b,
+                                                           cluster)
+    gemms = len(stacks.layer_gemms(model))
+    casts = gemms if layout.amp else 0  # one weight cast a linear each way
+    kernels_f = sum(p.kernels for p in passes_f) + gemms + 1 + casts
+    kernels_b = sum(p.kernels for p in passes_b) + 2 * gemms + 1 + casts + (gemms + 2 if m > 1 else 0)
+    host = eager_op_seconds(cluster)
+    forward = max(forward, kernels_f * host)
+    backward_input += max(0.0, kernels_b * host - backward_input - backward_w)
+    recompute = forward if layout.recompute == "full" else 0.0
+    return LayerTime(forward, backward_input, backward_w, recompute, 0.0, 0.0, 0.0, attn_f)
+
+
+def optimizer_time(params: float, layout: Layout, cluster: Cluster) -> float:
+    """The optimizer step over `params` parameters. Stack hf: torch.optim.AdamW (foreach, CUDA's default; the model's
+    compile leaves it eager) and clip_grad_norm_ (HF Trainer's max_grad_norm 1.0), at the GPU's measured seconds a
+    parameter where it has them; otherwise, and for the other stacks, the passes optimizer_bytes_per_param counts."""
+    gpu = cluster.gpu
+    if layout.stack == "hf":
+        if gpu.adamw_seconds("foreach"):
+            return params * (gpu.adamw_seconds("foreach") + gpu.adamw_seconds("clip"))
+        return streaming_time(params * FOREACH_ADAMW_BYTES_PER_PARAM, cluster)
+    return memory_time(params * optimizer_bytes_per_param(layout), cluster)
+
+
+def hf_head_time(model: Model, layout: Layout, cluster: Cluster, tokens: float) -> tuple[float, float]:
+    """What Transformers' model end adds beside the output GEMMs and the loss, forward and backward: the final
+    LlamaRMSNorm's passes and, under AMP, lm_head's input cast (4, 2; back 2, 4) and its weight's cast (V·h: 4, 2) and
+    its gradient's (2, 4)."""
+    norm_f, norm_b = stacks.rms_norm_passes(model.hidden, layout.amp)
+    cast_input = (4 + BF16) * model.hidden if layout.amp else 0.0
+    cast_weight = (4 + BF16) * model.vocab * model.hidden if layout.amp else 0.0
+    if layout.torch_compile:  # the norm and the cast fuse into one kernel each way
+        norm_f = [stacks.norm_chain_forward(model.hidden, layout.amp)]
+        norm_b = [stacks.norm_chain_backward(model.hidden, layout.amp, 1)]
+        cast_input = 0.0
+    forward = streaming_time(tokens * (sum(p.bytes for p in norm_f) + cast_input) + cast_weight, cluster)
+    backward = streaming_time(tokens * (sum(p.bytes for p in norm_b) + cast_input) + cast_weight, cluster)
+    return forward, backward

@@ -57,7 +57,8 @@ from simulations import formulas
 from simulations.estimate import collectives, compute, kernels, memory, schedule, timeline, traffic, trust
 from simulations.estimate.layout import Layout, LayoutError, check_micro_batches, kv_heads_per_tp_rank, validate
 from simulations.estimate.models import BF16, Model
-from simulations.hardware import ALLOCATOR_FRAGMENTATION, GPU_SPEED_SIGMA, Cluster
+from simulations.hardware import (ALLOCATOR_FRAGMENTATION, ALLOCATOR_FRAGMENTATION_MEASURED, CUDA_RESERVED_BYTES,
+                                  GPU_SPEED_SIGMA, Cluster)
 
 
 @dataclass
@@ -82,11 +83,42 @@ class Estimate:
     comm_bytes_per_gpu: dict[str, float] = field(default_factory=dict)
     stage_times: dict[str, float] = field(default_factory=dict)
     spans: list[dict] = field(default_factory=list)
+    # the moment of the step memory_per_gpu_bytes describes: "step" (every role at once) or, for a stack whose
+    # roles come and go (memory.hf_memory), "backward start", "end of backward" or "optimizer step"
+    memory_peak: str = "step"
 
     @property
     def fits(self) -> bool:
-        """What the step holds, with the caching allocator's fragmentation, within what a process can allocate."""
-        return self.memory_per_gpu_bytes["total"] * (1 + ALLOCATOR_FRAGMENTATION) <= self.cluster.gpu.usable_bytes
+        """What the step holds, with the caching allocator's least fragmentation (5 %), within what a process can
+        allocate: the layouts the search and `auto` may choose. Estimate.fit says how safely."""
+        return self.fit["optimistic_margin_bytes"] >= 0
+
+    @property
+    def fit(self) -> dict:
+        """The fit verdict with its margin. What a process can allocate (the device's total less CUDA_RESERVED_BYTES)
+        less the step's peak and the caching allocator's fragmentation on top of it: `margin_bytes` with the 15 %
+        measured on LLM training (ALLOCATOR_FRAGMENTATION_MEASURED, GMLake), `optimistic_margin_bytes` with 5 %
+        (ALLOCATOR_FRAGMENTATION, what `fits` uses); positive: bytes to spare, negative: bytes missing. The verdict:
+        "fits with X GB to spare" when it fits even with 15 %, "does not fit: Y GB missing" when not even with 5 %,
+        "may not fit" between. `dominant`: the roles held at the peak, largest first."""
+        total = self.memory_per_gpu_bytes["total"]
+        usable = self.cluster.gpu.usable_bytes
+        margin = usable - total * (1 + ALLOCATOR_FRAGMENTATION_MEASURED)
+        optimistic = usable - total * (1 + ALLOCATOR_FRAGMENTATION)
+        roles = sorted(((role, b) for role, b in self.memory_per_gpu_bytes.items() if role != "total" and b > 0),
+                       key=lambda rb: -rb[1])
+        named = ", ".join(f"{role} {b / 1e9:.1f} GB" for role, b in roles[:3])
+        if margin >= 0:
+            verdict = f"fits with {margin / 1e9:.1f} GB to spare"
+        elif optimistic < 0:
+            verdict = f"does not fit: {-optimistic / 1e9:.1f} GB missing"
+        else:
+            verdict = (f"may not fit: {optimistic / 1e9:.1f} GB to spare if the allocator fragments 5 %, "
+                       f"{-margin / 1e9:.1f} GB missing at the 15 % measured in LLM training")
+        return {"margin_bytes": margin, "optimistic_margin_bytes": optimistic,
+                "verdict": f"{verdict} (peak at {self.memory_peak}: {named})", "peak": self.memory_peak,
+                "fragmentation_bytes": total * ALLOCATOR_FRAGMENTATION_MEASURED, "reserved_bytes": CUDA_RESERVED_BYTES,
+                "dominant": [{"role": role, "bytes": b} for role, b in roles]}
 
     @property
     def model_tflops_per_gpu(self) -> float:
@@ -140,6 +172,10 @@ class Estimate:
             "gpu_memory_bytes": self.cluster.gpu.hbm_bytes,
             "usable_memory_bytes": self.cluster.gpu.usable_bytes / (1 + ALLOCATOR_FRAGMENTATION),
             "fits": self.fits,
+            "fit": self.fit,
+            "stack": self.layout.stack,
+            "amp": self.layout.amp,
+            "torch_compile": self.layout.torch_compile,
             # the estimator's error on published runs of this kind (trust.py; the validation tests' own tables)
             "validation": trust.trust(self.cluster.gpu.name, tp=self.layout.tp, pp=self.layout.pp,
                                       cp=self.layout.cp, zero_stage=self.layout.zero_stage),
@@ -286,12 +322,18 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
     logits_f = compute.matmul_time(tokens, model.vocab / t, model.hidden, cluster) + loss_f
     logits_b = compute.matmul_time(tokens, model.hidden, model.vocab / t, cluster) + compute.matmul_time(
         model.hidden, model.vocab / t, tokens, cluster) + loss_b
+    if layout.stack == "hf":  # lm_head at its measured rate where there is one, the final norm and AMP's casts
+        head_passes_f, head_passes_b = compute.hf_head_time(model, layout, cluster, tokens)
+        logits_f = compute.gemm_time(tokens, model.vocab, model.hidden, cluster) + loss_f + head_passes_f
+        logits_b = (compute.gemm_time(tokens, model.hidden, model.vocab, cluster)
+                    + compute.gemm_time(model.hidden, model.vocab, tokens, cluster) + loss_b + head_passes_b)
     # the input embedding's backward is no GEMM: a dense bf16 gradient of the whole [V/t, h] table is written
     # (torch's embedding_dense_backward) and added to the accumulator (read 2, read and write the accumulator)
     accumulator = layout.grad_reduce_bytes
     embedding_b = compute.memory_time(model.vocab / t * model.hidden * (BF16 + BF16 + 2 * accumulator), cluster)
     # without gradient-accumulation fusion every weight gradient takes the same pass, once per micro-batch
-    unfused = 0.0 if layout.grad_accumulation_fusion else BF16 + 2 * accumulator
+    # (stack hf: counted with the layer, compute.hf_weight_passes)
+    unfused = 0.0 if layout.grad_accumulation_fusion or layout.stack == "hf" else BF16 + 2 * accumulator
     bw_compute += compute.memory_time(memory.layer_params_local(model, layout) * unfused, cluster)
     bw_compute += fsdp_passes
     bw_layer = bw_compute + zero3_b
@@ -406,14 +448,17 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         comm_total["dp"] = reduce
     optimizer_params = sum(params / (ranks if layout.zero_stage >= 1 else 1)  # the optimizer steps the shard it owns
                            for params, ranks in zip(memory.stage_param_split(model, layout, 0), memory.shard_ranks(layout, dp * c)))
-    optimizer = compute.memory_time(optimizer_params * compute.optimizer_bytes_per_param(layout), cluster)
+    optimizer = compute.optimizer_time(optimizer_params, layout, cluster)
     exposed["pp"] = max(0.0, timed.makespan - (sum(dur["F"]) + sum(dur["B"]) + sum(dur["W"]) * (
         layout.schedule == "zero_bubble")) * m / p) if p > 1 else 0.0
     exposed_total = sum(v for k, v in exposed.items() if k != "pp")
     compute_s = (lt.forward + lt.backward_input + lt.backward_weight + lt.recompute) * model.layers / p * m
     straggle = straggler_allowance(compute_s, cluster.gpus)
     step = timed.makespan + exposed["dp"] + optimizer + straggle
-    mem = memory.memory(model, layout, cluster, b, m, v)
+    if layout.stack == "hf":
+        mem, peak = memory.hf_memory(model, layout, cluster, b, m)
+    else:  # every role held at once (the busiest stage's in-flight activations with the states)
+        mem, peak = memory.memory(model, layout, cluster, b, m, v), "step"
     activation_bytes = tokens * model.hidden * BF16
     # 2 in each forward (and in its replay under full recomputation), 2 backward
     tp_ops = (2 * replays + 2) * model.layers / p * m
@@ -479,7 +524,7 @@ def _estimate(model: Model, cluster: Cluster, layout: Layout, keep_spans: bool, 
         pipeline_s=timed.makespan, bubble_fraction=timed.bubble_fraction, exposed_comm_s=exposed_total,
         exposed_by_kind=exposed, comm_total_s=comm_total, compute_s=compute_s, optimizer_s=optimizer,
         straggler_s=straggle,
-        memory_per_gpu_bytes=mem, tokens_per_s=layout.global_batch * model.seq_len / step,
+        memory_per_gpu_bytes=mem, memory_peak=peak, tokens_per_s=layout.global_batch * model.seq_len / step,
         model_flops=model.model_flops(layout.global_batch * model.seq_len),
         comm_bytes_per_gpu=wire,
         stage_times={"forward": dur["F"][0], "backward": dur["B"][0], "weight": dur["W"][0], "hop": hop},

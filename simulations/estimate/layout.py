@@ -14,6 +14,7 @@ from typing import Literal, get_args
 from simulations.hardware import Cluster
 from simulations.estimate.kernels import ATTENTION_KERNELS, AttentionKernel
 from simulations.estimate.models import Model
+from simulations.estimate.stacks import STACKS, Stack
 
 Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
 # How context parallelism exchanges attention's inputs (cost.py): K and V around a ring (Liu et al. 2023);
@@ -26,7 +27,7 @@ Precision = Literal["bf16", "fp8"]
 PRECISIONS = get_args(Precision)
 # What the optimizer keeps and how the loss is computed (memory.py says what each holds)
 OptimizerDtype = Literal["fp32", "bf16"]
-CrossEntropy = Literal["fp32", "fused", "torch", "loss_parallel"]
+CrossEntropy = Literal["fp32", "fused", "torch", "loss_parallel", "hf"]
 OPTIMIZER_DTYPES = get_args(OptimizerDtype)
 CROSS_ENTROPIES = get_args(CrossEntropy)
 # How the step's kernels reach the GPU (compute.py): "eager", PyTorch ops one kernel each, issued from Python (PyTorch
@@ -113,6 +114,17 @@ class Layout:
     # element instead of bf16's 2 (torchao's enable_fsdp_float8_all_gather, as torchtitan's float8 option sets it;
     # Megatron-LM's --fp8-param-gather). The embedding and the output layer stay bf16 (torchtitan filters "output").
     fp8_param_gather: bool = False
+    # The training code (stacks.py): "auto" (today's: Megatron-core fused, or eager PyTorch FSDP under ZeRO-3), "hf"
+    # (Hugging Face Transformers' Llama-family model, eager, op by op: stacks.hf_llama_layer), "torchtitan" (eager
+    # PyTorch, torch's cross entropy) or "megatron" (Megatron-core with TransformerEngine's fused kernels).
+    stack: Stack = "auto"
+    # torch.autocast(bf16) over fp32 weights with torch.optim.AdamW on them (HF Trainer's bf16=True, Lightning's
+    # "bf16-mixed"): fp32 weights, gradients and Adam states, 16 bytes a parameter, bf16 copies of the weights made each
+    # forward and kept for backward. False: bf16 weights with fp32 master weights in the optimizer (Megatron's).
+    amp: bool = False
+    # model = torch.compile(model): inductor fuses the element-wise chains (stacks.hf_llama_layer_compiled); the
+    # optimizer is not compiled. With the other stacks, execution "compiled".
+    torch_compile: bool = False
 
     def dp(self, gpus: int) -> int:
         return gpus // (self.tp * self.pp * self.cp)
@@ -125,8 +137,14 @@ class Layout:
     @property
     def executes(self) -> str:
         """The execution in effect: `auto` resolved (see Execution)."""
+        if self.torch_compile:
+            return "compiled"
         if self.execution != "auto":
             return self.execution
+        if self.stack in ("hf", "torchtitan"):
+            return "eager"
+        if self.stack == "megatron":
+            return "fused"
         return "eager" if self.zero_stage == 3 else "fused"
 
 
@@ -168,6 +186,13 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         raise LayoutError("fsdp", f"must be one of {', '.join(FSDP_VERSIONS)}, got {layout.fsdp!r}")
     if layout.fp8_param_gather and layout.precision != "fp8":
         raise LayoutError("fp8_param_gather", f"gathers FP8 weights, so it needs precision fp8, got {layout.precision}")
+    check_stack(layout)
+    if layout.stack == "hf" and (t, p, c, e) != (1, 1, 1, 1):
+        field = next(name for name, value in (("tp", t), ("pp", p), ("cp", c), ("ep", e)) if value > 1)
+        raise LayoutError(field, f"stack hf runs Transformers' model whole on each GPU (data parallel, DDP or FSDP): "
+                                 f"{field} must be 1, got {getattr(layout, field)}")
+    if layout.stack == "hf" and not model.gated_mlp:
+        raise LayoutError("gated_mlp", "stack hf times Llama-family layers (SwiGLU MLP): needs gated_mlp")
     if layout.cp_comm not in CP_COMMS:
         raise LayoutError("cp_comm", f"must be one of {', '.join(CP_COMMS)}, got {layout.cp_comm!r}")
     if layout.cp_comm == "all_to_all" and c > 1:
@@ -210,6 +235,14 @@ def check_state_dtypes(layout: Layout) -> None:
         raise LayoutError("optimizer_dtype", f"must be {' or '.join(OPTIMIZER_DTYPES)}, got {layout.optimizer_dtype!r}")
     if layout.cross_entropy not in CROSS_ENTROPIES:
         raise LayoutError("cross_entropy", f"must be {' or '.join(CROSS_ENTROPIES)}, got {layout.cross_entropy!r}")
+
+
+def check_stack(layout: Layout) -> None:
+    """The stack is one stacks.py knows; Megatron-core runs TransformerEngine's fused kernels, not torch.compile's."""
+    if layout.stack not in STACKS:
+        raise LayoutError("stack", f"must be one of {', '.join(STACKS)}, got {layout.stack!r}")
+    if layout.stack == "megatron" and layout.torch_compile:
+        raise LayoutError("torch_compile", "stack megatron runs TransformerEngine's fused kernels, not torch.compile")
 
 
 def check_zero_shards(layout: Layout, dpc: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from simulations import formulas
+from simulations.estimate import stacks
 from simulations.estimate.layout import Layout, kv_heads_per_tp_rank
 from simulations.estimate.models import BF16, Model
 from simulations.hardware import Cluster
@@ -33,7 +34,11 @@ OPTIMIZER_BYTES = {"fp32": 12, "bf16": 6}
 # torch/distributed/tensor/parallel/loss.py): its _log_softmax keeps x − max beside the fp32 copy and writes the result
 # (saved); its fused backward, _nll_loss_and_log_softmax_backward, allocates zeros_like(x), exp(x), their sum and the
 # product with the gradient: the saved result and three fp32 temporaries at its peak, 16 (measured likewise).
-LOGIT_BYTES = {"fp32": BF16 + 4, "fused": BF16 + BF16, "torch": 4 + 4 + 4, "loss_parallel": 4 + 4 + 4 + 4}
+# "hf": Transformers' ForCausalLMLoss, the same kernels as "torch", but the model's output (CausalLMOutputWithPast) holds
+# the bf16 logits through backward in the loop most people write (`outputs = model(**batch); outputs.loss.backward()`):
+# 2 + 4 + 4 + 4. (HF Trainer's compute_loss returns the loss alone and drops them: 12.)
+LOGIT_BYTES = {"fp32": BF16 + 4, "fused": BF16 + BF16, "torch": 4 + 4 + 4, "loss_parallel": 4 + 4 + 4 + 4,
+               "hf": BF16 + 4 + 4 + 4}
 FP32 = 4
 
 
@@ -284,3 +289,61 @@ def memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: 
         if best is None or roles["total"] > best["total"]:
             best = roles
     return best
+
+
+def hf_activation_bytes(model: Model, layout: Layout, micro_batch: int) -> dict[str, float]:
+    """What a Transformers Llama step keeps for backward on one GPU, tensor by tensor (stacks.hf_llama_saved): every
+    layer's saved tensors and the model end's (final norm, lm_head's bf16 input), the rotary cos and sin (one [tokens,
+    head dim] table each, in the embeddings' dtype); the logits and the loss's buffers at its backward (LOGIT_BYTES
+    "hf"). HF's gradient checkpointing (recompute full) keeps each layer's input instead (the residual's bytes), and
+    one layer's whole saved set while it is replayed."""
+    tokens = micro_batch * model.seq_len
+    per_layer = tokens * stacks.hf_saved_bytes_per_token(model, layout.amp)
+    if layout.recompute == "full":
+        layers = model.layers * tokens * stacks.residual_bytes(layout.amp) * model.hidden + per_layer
+    else:
+        layers = model.layers * per_layer
+    rotary = 2 * tokens * model.head_dim * stacks.residual_bytes(layout.amp)
+    held = {"activations": layers + tokens * stacks.hf_head_saved_bytes_per_token(model, layout.amp) + rotary,
+            "logits and loss": tokens * model.vocab * LOGIT_BYTES[layout.cross_entropy]}
+    # use_cache (config.use_cache, True for Llama; only gradient checkpointing turns it off in training): each layer
+    # stores its K after RoPE and its V in the output's DynamicCache (references, no copy). V and, in bf16, K are
+    # SDPA's saved tensors already; under AMP K is the fp32 rotated tensor SDPA cast from, kept alive by the cache.
+    if layout.amp and layout.recompute != "full":
+        held["KV cache"] = model.layers * tokens * FP32 * model.kv_heads * model.head_dim
+    return held
+
+
+def hf_memory(model: Model, layout: Layout, cluster: Cluster, micro_batch: int, m: int) -> tuple[dict[str, float], str]:
+    """Bytes per GPU of a Transformers step by role at its peak, and which moment of the step that is. What is held
+    changes through the step, so the peak is the largest of three moments (gradients appear as activations are
+    freed, layer by layer, so between these the sum moves linearly and peaks at one end):
+    - "backward start", at the loss's backward: weights, optimizer states, autocast's bf16 weight copies (AMP: made
+      in forward and kept by each linear for its input gradient: 2 bytes a parameter of the linears, lm_head's too),
+      every activation, the logits and the loss's buffers; and the gradients when micro-batches accumulate into them;
+    - "end of backward": weights, optimizer states, gradients;
+    - "optimizer step": those and torch.optim.AdamW's foreach temporary, sqrt(v) for every parameter at once
+      (torch/optim/adam.py, _multi_tensor_adam: exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs), 4 bytes a
+      parameter).
+    States: AMP keeps fp32 weights, fp32 gradients and fp32 m and v (formulas' fp32 row: 4 + 4 + 8), sharded as the
+    ZeRO stage says; without AMP, model_states' bf16 weights and gradients with fp32 master weights, m and v."""
+    dpc = layout.dp(cluster.gpus)
+    if layout.amp:
+        states = formulas.model_state_bytes(stage_params(model, layout, 0), "fp32", layout.zero_stage,
+                                            shard_ranks(layout, dpc)[0])
+    else:
+        states = model_states(model, layout, 0, dpc)
+    params = stage_params(model, layout, 0) / (shard_ranks(layout, dpc)[0] if layout.zero_stage >= 1 else 1)
+    casts = BF16 * (model.layers * stacks.linear_weights(model) + model.vocab * model.hidden) if layout.amp else 0.0
+    held = hf_activation_bytes(model, layout, micro_batch)
+    base = {"parameters": states["parameters"], "optimizer": states["optimizer"]}
+    moments = {
+        "backward start": {**base, **({"gradients": states["gradients"]} if m > 1 else {}),
+                           **({"weight casts": casts} if casts else {}), **held},
+        "end of backward": {**base, "gradients": states["gradients"]},
+        "optimizer step": {**base, "gradients": states["gradients"], "optimizer temporaries": FP32 * params},
+    }
+    phase = max(moments, key=lambda name: sum(moments[name].values()))
+    roles = dict(moments[phase])
+    roles["total"] = sum(roles.values())
+    return roles, phase

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from simulations.hardware import GPUS, Cluster, cluster
+from simulations.hardware import GPU, GPUS, Cluster, cluster
 from simulations.estimate.kernels import ATTENTION_KERNELS
 from simulations.estimate.layout import EXECUTIONS, FSDP_VERSIONS, Layout, LayoutError, check_state_dtypes, parse_auto, validate
 from simulations.estimate.models import MODELS, Model
+from simulations.estimate.stacks import STACKS
 
 SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len")
+
+
+def check_profile_cluster(hardware: GPU, gpus: int) -> None:
+    """A calibrated machine estimates the devices it has a link measured between: one, or, with an interconnect
+    measured (two ranks on it), as many as share that link."""
+    if gpus > 1 and not hardware.nvlink_bandwidth:
+        raise LayoutError("gpus", f"must be 1 with a hardware profile that measured no interconnect "
+                                  f"(calibrate on a machine with two devices, or a CPU), got {gpus}")
 
 
 def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int | None = None,
@@ -24,13 +33,24 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
           overlap_grad_reduce: bool = True, overlap_param_gather: bool = True, overlap_tp_comm: bool = True,
           overlap_p2p_comm: bool = True, grad_accumulation_fusion: bool = True, grad_reduce_dtype: str = "bf16",
           attention_kernel: str = "auto", precision: str = "bf16", recompute_every: int = 1, network_gbps: float | None = None,
-          optimizer_dtype: str = "fp32", cross_entropy: str = "fp32", execution: str = "auto",
-          fsdp: str = "fsdp2", fp8_param_gather: bool = False, check_layout: bool = True) -> tuple[Model, Cluster, Layout]:
+          optimizer_dtype: str = "fp32", cross_entropy: str | None = None, execution: str = "auto",
+          fsdp: str = "fsdp2", fp8_param_gather: bool = False, stack: str = "auto", amp: bool = False,
+          torch_compile: bool = False, check_layout: bool = True,
+          hardware: GPU | None = None) -> tuple[Model, Cluster, Layout]:
     """A preset (its shape overridable field by field, e.g. a longer `seq_len`) or `custom`, which needs
     every shape field; raises LayoutError naming the field at fault. `check_layout=False` (the layout
     search, which tries its own TP, PP, CP) checks the model, the cluster and the batch only. The overlap and
     fusion switches, `grad_reduce_dtype`, `attention_kernel` and `execution` describe the training software (Layout's fields say what each
-    does); the defaults are today's Megatron-core."""
+    does); the defaults are today's Megatron-core. `hardware`: a GPU-like entry in place of the catalog's `gpu`
+    (a calibrated machine, simulations.estimate.profile.to_gpu), its devices all on one machine. `stack` names the training code (stacks.py), `amp` autocast over
+    fp32 weights (stack hf), `torch_compile` torch.compile of the model; `cross_entropy` left None is the stack's
+    loss (hf: Transformers' ForCausalLMLoss; torchtitan: torch's cross_entropy; otherwise Megatron's fp32)."""
+    if stack not in STACKS:
+        raise LayoutError("stack", f"must be one of {', '.join(STACKS)}, got {stack!r}")
+    if amp and stack != "hf":
+        raise LayoutError("amp", f"autocast over fp32 weights is modelled op by op for stack hf only, got stack {stack}")
+    if cross_entropy is None:
+        cross_entropy = {"hf": "hf", "torchtitan": "torch"}.get(stack, "fp32")
     shape = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab,
                  seq_len=seq_len)
     if model == "custom":
@@ -64,7 +84,9 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
         raise LayoutError("heads", f"must divide hidden ({spec.hidden}), got {spec.heads}")
     if spec.heads % spec.kv_heads:
         raise LayoutError("kv_heads", f"must divide heads ({spec.heads}), got {spec.kv_heads}")
-    if gpu not in GPUS:
+    if hardware is not None:
+        check_profile_cluster(hardware, gpus)
+    elif gpu not in GPUS:
         raise LayoutError("gpu", f"must be one of {', '.join(GPUS)}, got {gpu!r}")
     if gpus_per_node < 1 or gpus_per_node > 72:
         raise LayoutError("gpus_per_node", f"must be 1..72, got {gpus_per_node}")
@@ -74,7 +96,10 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
     if network_gbps is not None and not 1 <= network_gbps <= 1e6:
         raise LayoutError("network_gbps", f"must be at least 1 and at most 1,000,000 Gb/s per node, got {network_gbps}")
     # the node's network bandwidth, all its NICs together (Gb/s); default: the GPU's catalog node (hardware.py)
-    hw = cluster(gpu, gpus, gpus_per_node, node_egress=None if network_gbps is None else network_gbps * 1e9 / 8)
+    if hardware is not None:  # one machine: every device in one node, linked as calibrate measured
+        hw = Cluster(hardware, gpus, gpus, hardware.node_egress)
+    else:
+        hw = cluster(gpu, gpus, gpus_per_node, node_egress=None if network_gbps is None else network_gbps * 1e9 / 8)
     layout = Layout(tp=tp, pp=pp, cp=cp, ep=ep, zero_stage=zero_stage, cp_comm=cp_comm,  # type: ignore[arg-type]
                     zero_shards=zero_shards, schedule=schedule,  # type: ignore[arg-type]
                     virtual_stages=parse_auto("virtual_stages", virtual_stages),
@@ -87,7 +112,8 @@ def build(model: str = "llama3-70b", *, layers: int | None = None, hidden: int |
                     attention_kernel=attention_kernel, precision=precision,  # type: ignore[arg-type]
                     recompute_every=recompute_every, optimizer_dtype=optimizer_dtype,  # type: ignore[arg-type]
                     cross_entropy=cross_entropy, execution=execution, fsdp=fsdp,  # type: ignore[arg-type]
-                    fp8_param_gather=fp8_param_gather)
+                    fp8_param_gather=fp8_param_gather, stack=stack, amp=amp,  # type: ignore[arg-type]
+                    torch_compile=torch_compile)
     if layout.virtual_stages is None and schedule != "interleaved_1f1b":
         layout = replace(layout, virtual_stages=1)
     if attention_kernel not in ATTENTION_KERNELS:

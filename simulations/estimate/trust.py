@@ -52,10 +52,12 @@ def trust(gpu: str, *, tp: int, pp: int, cp: int, zero_stage: int) -> dict:
     one sentence (`summary`, what the CLI, the API and the projected view print)."""
     kind = layout_kind(tp, pp, cp, zero_stage)
     rows = [r for r in published_rows() if r["kind"] == kind and gpu_family(r["gpu"]) == gpu_family(gpu)]
-    scope = f"{kind} runs on {gpu_family(gpu).upper()}"
+    # a calibrated machine (profile.to_gpu names it "profile-...") is no catalog GPU: no published run was on it
+    family = "a calibrated machine" if gpu.startswith("profile-") else gpu_family(gpu).upper()
+    scope = f"{kind} runs on {family}"
     if not rows:
         rows = [r for r in published_rows() if r["kind"] == kind]
-        scope = f"{kind} runs on other GPUs (none published on {gpu_family(gpu).upper()})"
+        scope = f"{kind} runs on other GPUs (none published on {family})"
     errors = [abs(r["error"]) for r in rows]
     found = {"runs": len(rows), "scope": scope, "median_error": statistics.median(errors), "worst_error": max(errors),
              "optimistic_share": sum(r["error"] > 0 for r in rows) / len(rows),
