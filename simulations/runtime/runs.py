@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict, deque
@@ -423,7 +424,8 @@ def _error_only(run: Run) -> Run:
 def new_run(name: str, params: BaseModel, backend: str) -> Run:
     scenario = scenarios.get(name)
     return Run(Meta(scenario=name, title=scenario.title, params=params.model_dump(mode="json"),
-                    world_size=scenario.world_size(params), backend=backend, views=scenario.views))
+                    world_size=scenario.world_size(params), backend=backend, views=scenario.views,
+                    cores=len(os.sched_getaffinity(0)) if backend == "gloo" else None))
 
 
 def execute(pool: RankPool, run: Run, params: BaseModel, traced: bool = True,
