@@ -99,6 +99,9 @@ class Meta(BaseModel):
     views: list[View]
     source: str = "live"  # "live", or "recorded:<file>" for a replayed run file
     provenance: Provenance | None = None  # set when the run finishes (a live run's meta event has none)
+    # CPU cores the ranks of a live gloo run shared: with fewer than world_size, the ranks took turns on them,
+    # and every wall time of the run includes those turns (the player says so). None where unknown.
+    cores: int | None = None
 
 
 class Check(BaseModel):

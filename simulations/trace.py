@@ -11,16 +11,16 @@ here returns at once, so the same code runs untraced.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import pydantic_core
 import torch
 
-from simulations.frames import Frame, TensorView
+from simulations.frames import Frame
 
 MAX_VALUES = 64  # tensors up to this many elements travel with their values
 
@@ -60,36 +60,91 @@ def snapshot(t: torch.Tensor, limit: int = MAX_VALUES) -> torch.Tensor | None:
 
 
 # A transfer as a rank records it: one list, in the fragment's transfers and (as its comm span) in its spans.
-# The parent makes the Transfer and the Span of it (FragmentDecoder): nothing on the op's path but an append.
+# The parent makes the Transfer and the Span of it (frame_document): nothing on the op's path but an append.
 _VALUES = 6  # [op, bytes, dst, group, chunk, tensor, values, start, end]
 
 
+class _Piece:
+    """Elements [start, end) of a snapshot that several views share (`shard_views`)."""
+
+    __slots__ = ("snapshot", "start", "end")
+
+    def __init__(self, snapshot: torch.Tensor, start: int, end: int):
+        self.snapshot, self.start, self.end = snapshot, start, end
+
+
 def resolve_values(fragments: list[dict]) -> list[dict]:
-    """Turn the snapshots (`snapshot`) in these fragments' transfers into value lists, all in one pass.
+    """Turn the snapshots (`snapshot`, `_Piece`) in these fragments' transfers and tensor views into value
+    lists, all in one pass.
 
     Equal to `values_of` of each: a float32 times 10⁶ is exact in float64 (24 + 14 significand bits),
     so rounding that product half to even and dividing by 10⁶ is Python's round(v, 6), bit for bit."""
-    pending = [t for f in fragments for t in f.get("transfers", ())
-               if isinstance(t, list) and isinstance(t[_VALUES], torch.Tensor)]
+    pending: list[tuple[list | dict, int | str]] = []
+    for f in fragments:
+        pending += [(t, _VALUES) for t in f.get("transfers", ())
+                    if isinstance(t, list) and t[_VALUES] is not None and not isinstance(t[_VALUES], list)]
+        pending += [(view, "values") for view in f.get("state", {}).get("tensors", ())
+                    if view["values"] is not None and not isinstance(view["values"], list)]
     if not pending:
         return fragments
-    flat = torch.cat([t[_VALUES].reshape(-1) for t in pending]).double()
-    values = flat.mul_(1e6).round_().div_(1e6).tolist()
-    start = 0
-    for t in pending:
-        end = start + t[_VALUES].numel()
-        t[_VALUES], start = values[start:end], end
+    starts: dict[int, int] = {}  # id(snapshot) -> where its values start in the one pass
+    snapshots: list[torch.Tensor] = []
+    total = 0
+    for holder, key in pending:
+        value = holder[key]
+        snap = value.snapshot if isinstance(value, _Piece) else value
+        if id(snap) not in starts:
+            starts[id(snap)], total = total, total + snap.numel()
+            snapshots.append(snap.reshape(-1))
+    values = torch.cat(snapshots).double().mul_(1e6).round_().div_(1e6).tolist()
+    for holder, key in pending:
+        value = holder[key]
+        if isinstance(value, _Piece):
+            start = starts[id(value.snapshot)]
+            holder[key] = values[start + value.start:start + value.end]
+        else:
+            start = starts[id(value)]
+            holder[key] = values[start:start + value.numel()]
     return fragments
 
 
-# On the ranks, frame parts are plain dicts and lists (cheap to build and to pickle); the parent
-# validates each merged frame once against the schema in simulations.frames.
+# On the ranks, frame parts are plain dicts and lists (cheap to build and to pickle); the parent writes
+# each merged frame's JSON in the schema's shape (simulations.frames), and Run.frames validates it when read.
 
 def tensor_view(name: str, role: str, t: torch.Tensor, *, shard: tuple[int, int] | None = None,
-                note: str | None = None, limit: int = MAX_VALUES) -> dict:
-    """A TensorView (simulations.frames) of `t`: role, shape, bytes, and its values when small."""
+                note: str | None = None, limit: int = MAX_VALUES) -> dict | None:
+    """A TensorView (simulations.frames) of `t`: role, shape, bytes, and its values when small.
+
+    In a traced run the values are a `snapshot`, read when the fragment leaves the rank (`resolve_values`):
+    rounding each value here cost 40 µs a view. In an untraced run there is no frame to show it in: None,
+    at no cost. Outside any run (no tracer), the values are read at once."""
+    if _current is not None and not _current.enabled:
+        return None
+    values = snapshot(t, limit) if _current is not None else values_of(t, limit)
     return {"name": name, "role": role, "shape": list(t.shape), "bytes": t.numel() * t.element_size(),
-            "values": values_of(t, limit), "shard": shard, "note": note}
+            "values": values, "shard": shard, "note": note}
+
+
+def shard_views(name: str, role: str, whole: torch.Tensor, n: int, *, notes: Sequence[str | None] | None = None,
+                limit: int = MAX_VALUES) -> list[dict | None]:
+    """`tensor_view` of each piece of the 1-D `whole.tensor_split(n)`, named f"{name}[i]", shard (i, n); in a
+    traced run one snapshot of `whole` serves all n (a ring step shows every chunk of its bucket, and n
+    copies were most of a traced step's cost)."""
+    if _current is not None and not _current.enabled:
+        return [None] * n
+    if _current is None or whole.dim() != 1:
+        return [tensor_view(f"{name}[{i}]", role, piece, shard=(i, n), note=notes[i] if notes else None, limit=limit)
+                for i, piece in enumerate(whole.tensor_split(n))]
+    size, longer = divmod(whole.numel(), n)  # as tensor_split cuts: the first `longer` pieces one element longer
+    shared = snapshot(whole, limit=whole.numel()) if size <= limit else None
+    views, start = [], 0
+    for i in range(n):
+        numel = size + (i < longer)
+        values = _Piece(shared, start, start + numel) if shared is not None and numel <= limit else None
+        views.append({"name": f"{name}[{i}]", "role": role, "shape": [numel], "bytes": numel * whole.element_size(),
+                      "values": values, "shard": (i, n), "note": notes[i] if notes else None})
+        start += numel
+    return views
 
 
 class Tracer:
@@ -161,15 +216,6 @@ class Tracer:
             self.sink(fragment)
 
 
-def _repeats(view: dict, previous: dict) -> bool:
-    """The same view: equal, and no zero changed its sign (-0.0 == 0.0, but the frame shows "-0.0")."""
-    if not isinstance(view, dict) or view != previous:
-        return False
-    values = view.get("values")
-    return not values or 0.0 not in values or all(
-        math.copysign(1.0, a) == math.copysign(1.0, b) for a, b in zip(values, previous["values"]) if a == 0.0)
-
-
 def _transfer(rank: int, record: list) -> dict:
     op, nbytes, dst, group, chunk, tensor, values, start, end = record
     return {"op": op, "src": rank, "dst": dst, "bytes": nbytes, "group": group, "chunk": chunk, "tensor": tensor,
@@ -179,44 +225,44 @@ def _transfer(rank: int, record: list) -> dict:
 def _comm_span(rank: int, record: list) -> dict:
     op, nbytes, dst, group, _chunk, _tensor, _values, start, end = record
     return {"rank": rank, "name": op if dst is None else f"{op}→{dst}", "kind": "comm", "start": start, "end": end,
-            "args": {"bytes": nbytes, "group": group}}
+            "step": None, "args": {"bytes": nbytes, "group": group}}
 
 
-class FragmentDecoder:
-    """The parent's side of a rank's fragments: the work the rank left out of its critical path.
-
-    `decode(fragment)` makes the Transfer and the comm Span of each transfer record, and validates the
-    fragment's tensor views, each once: a view equal to the one at the same place in the rank's previous
-    fragment is that one, already validated (a ring step changes one chunk of N; validating the other N − 1
-    again was most of the parent's work at 8 ranks). Fragments of one rank must come in the order it made them."""
-
-    def __init__(self) -> None:
-        self._views: dict[int, tuple[list[dict], list[TensorView]]] = {}  # rank -> last views, as sent and valid
-
-    def decode(self, fragment: dict) -> dict:
-        resolve_values([fragment])  # a sink that kept its fragments on the rank (simulations.record)
-        rank, state = fragment["rank"], fragment["state"]
-        sent = list(state["tensors"])
-        last_sent, last_valid = self._views.get(rank, ((), ()))
-        views = [last_valid[i] if i < len(last_sent) and _repeats(view, last_sent[i])
-                 else TensorView.model_validate(view) for i, view in enumerate(sent)]
-        self._views[rank] = (sent, views)
-        return {**fragment, "state": {**state, "tensors": views},
-                "transfers": [_transfer(rank, t) if isinstance(t, list) else t for t in fragment["transfers"]],
-                "spans": [_comm_span(rank, s) if isinstance(s, list) else s for s in fragment["spans"]]}
+def frame_document(fragments: list[dict]) -> dict:
+    """N ranks' fragments of one story point -> the frame as plain data, in Frame's shape (its fields, in its
+    order, defaults included). Rank 0 speaks for the caption. Here, on the parent, each transfer record
+    becomes its Transfer and its comm Span: the work the rank left out of its critical path.
+    The fragments' values must be read already (`resolve_values`, which every sink of a run calls)."""
+    fragments = sorted(fragments, key=lambda f: f["rank"])
+    lead = fragments[0]
+    return {
+        "index": lead["index"], "phase": lead["phase"], "caption": lead["caption"],
+        "ranks": [f["state"] for f in fragments],
+        "transfers": [_transfer(f["rank"], t) if isinstance(t, list) else t for f in fragments for t in f["transfers"]],
+        "spans": [_comm_span(f["rank"], s) if isinstance(s, list) else s for f in fragments for s in f["spans"]],
+        "extra": lead["extra"],
+    }
 
 
 def merge_fragments(fragments: list[dict]) -> Frame:
-    """N ranks' fragments of one story point -> one frame. Rank 0 speaks for the caption."""
-    fragments = sorted(fragments, key=lambda f: f["rank"])
-    lead = fragments[0]
-    return Frame.model_validate({
-        "index": lead["index"], "phase": lead["phase"], "caption": lead["caption"],
-        "ranks": [f["state"] for f in fragments],
-        "transfers": [t for f in fragments for t in f["transfers"]],
-        "spans": [s for f in fragments for s in f["spans"]],
-        "extra": lead["extra"],
-    })
+    """N ranks' fragments of one story point -> one validated frame."""
+    return Frame.model_validate(frame_document(fragments))
+
+
+def encode_frame(fragments: list[dict]) -> bytes:
+    """N ranks' fragments of one story point -> the frame's JSON, the bytes of
+    `merge_fragments(fragments).model_dump_json()`, without validating on the way.
+
+    The fragments come from our own ranks, whose tracer builds every part in the schema's shape, and a run's
+    frames are validated when read (Run.frames). Validating each frame was most of the parent's work, and the
+    parent shares the cores with the ranks whose time it shows. pydantic's own serializer writes the plain data
+    as it writes the model (floats, and inf or NaN as null); what it cannot write (an object) takes the
+    model's path, which says what is wrong."""
+    document = frame_document(fragments)
+    try:
+        return pydantic_core.to_json(document, inf_nan_mode="null")
+    except pydantic_core.PydanticSerializationError:
+        return Frame.model_validate(document).model_dump_json().encode()
 
 
 _untraced = Tracer(rank=0, t0=time.time(), enabled=False)

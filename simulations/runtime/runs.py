@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict, deque
@@ -30,7 +31,7 @@ from simulations import scenarios
 from simulations.frames import Frame, Meta, RunFile, Summary
 from simulations.runtime.execute import provenance
 from simulations.runtime.pool import TOO_LARGE, RankPool, RunFailed, StopRequest
-from simulations.trace import FragmentDecoder, merge_fragments
+from simulations.trace import encode_frame
 
 log = logging.getLogger("distdeck.runs")
 
@@ -51,10 +52,11 @@ def run_key(name: str, params: BaseModel) -> str:
     return name + "?" + json.dumps(params.model_dump(mode="json"), sort_keys=True)
 
 
-def sse(event: str, data: str, event_id: int | None = None) -> bytes:
+def sse(event: str, data: str | bytes, event_id: int | None = None) -> bytes:
     """One Server-Sent Event, encoded. `data` is one line of JSON (pydantic and json.dumps never break lines)."""
     head = f"id: {event_id}\r\n" if event_id is not None else ""
-    return f"{head}event: {event}\r\ndata: {data}\r\n\r\n".encode()
+    data = data if isinstance(data, bytes) else data.encode()
+    return f"{head}event: {event}\r\ndata: ".encode() + data + b"\r\n\r\n"
 
 
 def _sse_data(event: bytes) -> bytes:
@@ -105,7 +107,6 @@ class Run:
         self._lock = threading.Lock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._pending: dict[int, list[dict]] = {}  # frame index -> fragments received so far
-        self._decoder = FragmentDecoder()  # the transfers, spans and views the ranks sent compactly
         self.first_frame_at: float | None = None
         self.submitted_at = time.perf_counter()
         self.stop = StopRequest()  # set to stop the run at its next frame boundary
@@ -119,7 +120,7 @@ class Run:
     def from_file(cls, run_file: RunFile, source: str) -> Run:
         run = cls(run_file.meta.model_copy(update={"source": source}))
         for frame in run_file.frames:
-            run._append(frame)
+            run._append(frame.index, frame.model_dump_json().encode())
         run.finish(summary=run_file.summary)
         return run
 
@@ -142,16 +143,15 @@ class Run:
     # -- producer side (the pool's thread) ---------------------------------------------------------
 
     def add_fragment(self, fragment: dict) -> None:
-        """One rank's part of a frame; each rank's parts must come in the order the rank made them."""
-        fragment = self._decoder.decode(fragment)
-        parts = self._pending.setdefault(fragment["index"], [])
-        parts.append(fragment)
-        # Frames complete in order because every rank marks the same points in the same order.
+        """One rank's part of a frame. Frames complete in order because every rank marks the same points in
+        the same order."""
+        self._pending.setdefault(fragment["index"], []).append(fragment)
         while len(self._pending.get(self.frame_count, ())) == self.meta.world_size:
-            self._append(merge_fragments(self._pending.pop(self.frame_count)))
+            index = self.frame_count
+            self._append(index, encode_frame(self._pending.pop(index)))
 
-    def _append(self, frame: Frame) -> None:
-        event = sse("frame", frame.model_dump_json(), frame.index)
+    def _append(self, index: int, frame_json: bytes) -> None:
+        event = sse("frame", frame_json, index)
         with self._lock:
             if self.first_frame_at is None:
                 self.first_frame_at = time.perf_counter()
@@ -424,7 +424,8 @@ def _error_only(run: Run) -> Run:
 def new_run(name: str, params: BaseModel, backend: str) -> Run:
     scenario = scenarios.get(name)
     return Run(Meta(scenario=name, title=scenario.title, params=params.model_dump(mode="json"),
-                    world_size=scenario.world_size(params), backend=backend, views=scenario.views))
+                    world_size=scenario.world_size(params), backend=backend, views=scenario.views,
+                    cores=len(os.sched_getaffinity(0)) if backend == "gloo" else None))
 
 
 def execute(pool: RankPool, run: Run, params: BaseModel, traced: bool = True,

@@ -7,6 +7,7 @@ any world size from 1 to the pool's size runs without re-spawning anything.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import threading
@@ -160,6 +161,9 @@ def worker_main(rank: int, size: int, init_method: str, backend: str, timeout_s:
     groups = {n: dist.new_group(list(range(n))) for n in range(1, size)}
     groups[size] = dist.group.WORLD
     events.put(("ready", None, rank, None))
+    # What was made so far (torch, the groups) lives as long as the process: the cyclic collector need not walk
+    # it again at every full collection, which a traced run's many small dicts and lists set off.
+    gc.freeze()
 
     while (job := jobs.get()) is not None:
         job_id, name, params, world_size, traced = job

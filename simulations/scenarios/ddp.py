@@ -23,7 +23,7 @@ from simulations import comm, trace
 from simulations.frames import Check, Summary
 from simulations.models import flat, fp32_reorder_bound, fp32_tolerance, max_abs_diff, mlp, regression_batch
 from simulations.scenarios.base import RankContext, Scenario
-from simulations.trace import ActivationMeter, tensor_view
+from simulations.trace import ActivationMeter, shard_views, tensor_view
 from simulations.words import counted, each_of, every
 
 IN_FEATURES, OUT_FEATURES = 4, 2
@@ -55,7 +55,7 @@ def ring_all_reduce(flat_grads: torch.Tensor, rank: int, n: int, group, bucket: 
         incoming = torch.empty_like(chunks[receive])
         comm.sendrecv(chunks[send].clone(), right, incoming, left, group, chunk=send, name=f"bucket{bucket}")
         chunks[receive] += incoming
-        _show_ring(chunks, rank, n, bucket, "reduce_scatter", step,
+        _show_ring(flat_grads, rank, n, bucket, "reduce_scatter", step,
                    f"Bucket {bucket}, reduce-scatter step {step + 1}/{n - 1}: each rank sends one chunk right "
                    f"and adds the chunk arriving from the left")
 
@@ -63,7 +63,7 @@ def ring_all_reduce(flat_grads: torch.Tensor, rank: int, n: int, group, bucket: 
     for step in range(n - 1):
         send, receive = (rank + 1 - step) % n, (rank - step) % n
         comm.sendrecv(chunks[send].clone(), right, chunks[receive], left, group, chunk=send, name=f"bucket{bucket}")
-        _show_ring(chunks, rank, n, bucket, "all_gather", step,
+        _show_ring(flat_grads, rank, n, bucket, "all_gather", step,
                    f"Bucket {bucket}, all-gather step {step + 1}/{n - 1}: finished sums travel round the ring")
 
 
@@ -122,7 +122,7 @@ def run(ctx: RankContext, p: Params) -> dict:
         with trace.span("forward", step=step), ActivationMeter(params) as activations:
             loss = torch.nn.functional.mse_loss(ddp(x_local), y_local)
         trace.frame("forward", f"Step {step + 1}: each rank runs forward on its own shard; the losses differ",
-                    memory=_memory(params, optimizer, activations.bytes), status=f"loss {loss.item():.4f}",
+                    memory=_memory(params, optimizer, activations.saved), status=f"loss {loss.item():.4f}",
                     rank_extra={"loss": loss.item()})
 
         state["buckets"] = []
@@ -154,14 +154,15 @@ def run(ctx: RankContext, p: Params) -> dict:
             "ring_bound": state["ring_bound"], "grad_bytes": sum(t.numel() * t.element_size() for t in params)}
 
 
-def _memory(params, optimizer, activation_bytes: int) -> dict:
+def _memory(params, optimizer, activations: int | list) -> dict:
+    """Memory by role for trace.frame: live tensors (measured by the frame, only when traced) or bytes."""
     grads = [p.grad for p in params if p.grad is not None]
     states = [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
-    return {"parameters": params, "gradients": grads, "optimizer": states, "activations": activation_bytes}
+    return {"parameters": params, "gradients": grads, "optimizer": states, "activations": activations}
 
 
-def _show_ring(chunks, rank: int, n: int, bucket: int, phase: str, step: int, caption: str) -> None:
-    """One ring step as a frame: every chunk with its values and how many ranks' gradients it sums."""
+def _show_ring(flat_grads, rank: int, n: int, bucket: int, phase: str, step: int, caption: str) -> None:
+    """One ring step as a frame: every chunk of the bucket with its values and how many ranks' gradients it sums."""
     parts = [1] * n
     for k in range(step + 1 if phase == "reduce_scatter" else n - 1):
         parts[(rank - k - 1) % n] = k + 2
@@ -169,8 +170,8 @@ def _show_ring(chunks, rank: int, n: int, bucket: int, phase: str, step: int, ca
         for k in range(step + 1):
             parts[(rank - k) % n] = n
     trace.frame(phase, caption, extra={"bucket": bucket, "ring_step": step, "ring_steps": n - 1},
-                tensors=[tensor_view(f"bucket{bucket}[{i}]", "gradients", c, shard=(i, n),
-                                     note=f"sum of {parts[i]}/{n} ranks") for i, c in enumerate(chunks)],
+                tensors=shard_views(f"bucket{bucket}", "gradients", flat_grads, n,
+                                    notes=[f"sum of {p}/{n} ranks" for p in parts]),
                 rank_extra={"parts": parts})
 
 

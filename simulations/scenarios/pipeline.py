@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import copy
 import math
+import os
+import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from typing import Literal
 
@@ -29,7 +33,8 @@ from simulations import comm, trace
 from simulations.frames import Check, Summary
 from simulations.models import flat, fp32_tolerance, max_abs_diff, mlp, regression_batch
 from simulations.scenarios.base import RankContext, Scenario
-from simulations.scenarios.pipeline_schedules import Action, bubble_formula, rank_orders, timetable
+from simulations.scenarios.pipeline_schedules import (Action, bubble_formula, rank_orders, replay, replay_bounds,
+                                                      timetable)
 from simulations.trace import ActivationMeter, tensor_bytes
 
 Schedule = Literal["gpipe", "1f1b", "interleaved_1f1b", "zero_bubble"]
@@ -110,6 +115,7 @@ class StageRunner:
         self.received: list[dict] = []  # this slot's receives, for the frame
         self.loss = 0.0
         self.ran: list[tuple] = []  # the actions this rank really ran, in order (for the check against torch)
+        self.cpu_s: dict[tuple, float] = {}  # action -> this rank's CPU time computing it (for the replay)
 
     def run(self, action: Action) -> None:
         {"F": self.forward, "B": self.backward, "W": self.weight}[action.kind](action.stage, action.mb)
@@ -118,7 +124,7 @@ class StageRunner:
     def forward(self, s: int, i: int) -> None:
         x = self.xs[i] if s == 0 else self.receive(s - 1, i, "act").requires_grad_()
         params = list(self.stages[s].parameters())
-        with trace.span(f"F{i}", stage=s), ActivationMeter(params) as saved:
+        with self.computing("F", s, i), ActivationMeter(params) as saved:
             out, linears = run_layers(self.stages[s], x)
             if s == self.last:  # the loss of one micro-batch; the mean over m is the batch's loss
                 out = F.mse_loss(out, self.ys[i]) / self.p.microbatches
@@ -132,7 +138,7 @@ class StageRunner:
         """Full backward (GPipe, 1F1B, interleaved), or only the input gradient B (zero bubble)."""
         f = self.in_flight.pop((s, i))
         grad = None if s == self.last else self.receive(s + 1, i, "grad")
-        with trace.span(f"B{i}", stage=s):
+        with self.computing("B", s, i):
             if self.p.schedule != "zero_bubble":
                 torch.autograd.backward(f["output"], grad)  # accumulates the weight gradients too
                 grad_input = f["input"].grad if s > 0 else None
@@ -146,10 +152,22 @@ class StageRunner:
 
     def weight(self, s: int, i: int) -> None:
         """W: the weight gradients dW = dYᵀ·X, db = Σ dY, off the critical path."""
-        with trace.span(f"W{i}", stage=s):
+        with self.computing("W", s, i):
             for layer, x, dy in self.waiting_w.pop((s, i)):
                 layer.weight.grad += dy.t() @ x
                 layer.bias.grad += dy.sum(0)
+
+    @contextmanager
+    def computing(self, kind: str, s: int, i: int) -> Iterator[None]:
+        """A span of the timeline around one F, B or W, and the thread's CPU time in it: what the action cost
+        this rank, without the time it waited for a core while other ranks ran (thread_time counts only
+        the time this thread was on a CPU)."""
+        with trace.span(f"{kind}{i}", stage=s):
+            began = time.thread_time()
+            try:
+                yield
+            finally:
+                self.cpu_s[(kind, s, i)] = time.thread_time() - began
 
     # -- point-to-point: sends are posted (never block), receives wait -----------------------------
 
@@ -222,7 +240,8 @@ def run(ctx: RankContext, p: Params) -> dict:
                         "gradients": [q.grad for m in mine.values() for q in m.parameters()], "activations": 0},
                 status="done", rank_extra={"peak_in_flight": peak, "peak_in_flight_bytes": peak_bytes})
     return {"grads": grads, "loss": runner.loss if num_stages - 1 in mine else None,
-            "order": runner.ran, "peak_in_flight": peak,
+            "order": runner.ran, "cpu_s": [[*action, runner.cpu_s[action]] for action in runner.ran],
+            "cores": len(os.sched_getaffinity(0)), "peak_in_flight": peak,
             "peak_in_flight_bytes": peak_bytes, "busy_s": busy, "start": start, "end": end,
             "torch": torch_pipelining(ctx, p, untouched, x.to(ctx.device), y.to(ctx.device))}
 
@@ -343,16 +362,30 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     measured = Fraction(idle, n * len(slots))
     num, den = bubble_formula(p.schedule, n, m, v)
     # Bubble in wall time, from the run's spans: the share of the ranks' time (from the first F to the last
-    # B or W) spent blocked in a receive, waiting for an activation or a gradient. A figure, not a check:
-    # these stages compute for microseconds, so gloo's latency and 4 processes sharing the CPU's cores
-    # weigh as much as the schedule; measured 0.26–0.61 run to run for a formula of 0.43 (p = m = 4).
+    # B or W) spent blocked in a receive, waiting for an activation or a gradient. Honest only with a core per
+    # rank: where p ranks share fewer cores, a rank also waits for a core, and the figure measures the
+    # machine's crowding (p = 4 on 2 cores: 45–60 % at every m, where the formula falls to 9 %).
     spans = [s for f in frames for s in f.spans]
     compute = [s for s in spans if s.kind == "compute" and s.name[:1] in "FBW" and s.name[1:].isdigit()]
     t0, t1 = min(s.start for s in compute), max(s.end for s in compute)
     waited = sum(min(s.end, t1) - max(s.start, t0) for s in spans if s.name.startswith("recv") and s.end > t0 and s.start < t1)
     wall = waited / (n * (t1 - t0))
     elapsed = max(r["end"] for r in results) - min(r["start"] for r in results)
+    cores = results[0]["cores"]
 
+    # Bubble replayed: each stage's measured compute, laid out in the order the ranks ran it, one processor per
+    # rank (`replay`). An action's cost is its thread's CPU time, which leaves out the turns other ranks took on
+    # the cores; each stage's F (B, W) is given the median over its micro-batches, since a stage's first action
+    # pays one-off costs (allocations, autograd's set-up: 5–10× the others, measured) and a few are slowed by the
+    # other processes sharing the caches.
+    costs: dict[tuple[str, int], list[float]] = {}
+    for r in results:
+        for kind, stage, _mb, cpu in r["cpu_s"]:
+            costs.setdefault((kind, stage), []).append(cpu)
+    typical = {key: statistics.median(values) for key, values in costs.items()}
+    orders = [[Action(*a) for a in r["order"]] for r in results]
+    durations = {a: typical[(a.kind, a.stage)] for order in orders for a in order}
+    replayed = replay(orders, durations, n * v)
     # Peak micro-batches in flight per rank (forward done, backward or W not yet), measured as the run
     # went, against what each schedule holds by construction.
     peaks = [r["peak_in_flight"] for r in results]
@@ -393,6 +426,7 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
               expected=f"{Fraction(num, den).numerator}/{Fraction(num, den).denominator}",
               detail=f"{idle} idle of {n} × {len(slots)} slots of the timetable the ranks ran (their F/B/W order "
                      f"is checked against torch's above); formula {_formula_text(p.schedule)}"),
+        *_replay_checks(p, replayed, durations),
         Check(name="peak in-flight micro-batches per rank", passed=peak_ok, measured=peaks, expected=expected_peaks,
               detail=why),
         Check(name="bytes sent = 2 × (stages − 1) × m × activation bytes", passed=sent == sent_formula,
@@ -400,12 +434,35 @@ def summarize(p: Params, results: list[dict], frames) -> Summary:
     ]
     return Summary(checks=checks, figures={
         "bubble_fraction_slots": float(measured), "bubble_fraction_formula": num / den,
-        "bubble_fraction_wall": wall, "idle_slots": idle, "slots": len(slots),
+        "bubble_fraction_wall": wall, "bubble_fraction_replayed": replayed.bubble,
+        "replayed_s": replayed.makespan, "compute_s_per_rank": replayed.busy, "cores": cores,
+        "wall_clock_honest": cores >= n, "idle_slots": idle, "slots": len(slots),
         "peak_in_flight": peaks, "peak_in_flight_bytes": [r["peak_in_flight_bytes"] for r in results],
         "busy_s_per_rank": [r["busy_s"] for r in results], "elapsed_s": elapsed,
         "loss": loss, "reference_loss": ref["loss"], "torch_schedule": name,
         "bytes_sent": sent, "frames": len(frames),
     })
+
+
+def _replay_checks(p: Params, replayed, durations: dict[Action, float]) -> list[Check]:
+    """GPipe and 1F1B: the replayed bubble against (p−1)/(m+p−1), within the range that the measured spread of
+    the forwards' and backwards' durations allows (`replay_bounds`). The other schedules' formulas assume
+    t_F = t_B = t_W, which measured durations do not keep: their replayed bubble is a figure only."""
+    if p.schedule not in ("gpipe", "1f1b"):
+        return []
+    forwards = [d for a, d in durations.items() if a.kind == "F"]
+    backwards = [d for a, d in durations.items() if a.kind == "B"]
+    low, high = replay_bounds(p.schedule, p.stages, p.microbatches, forwards, backwards)
+    num, den = bubble_formula(p.schedule, p.stages, p.microbatches)
+    spread = (max(forwards) + max(backwards)) / (min(forwards) + min(backwards))
+    return [Check(
+        name="bubble of the measured compute, replayed in the run's order, matches (p−1)/(m+p−1)",
+        passed=low <= replayed.bubble <= high, measured=round(replayed.bubble, 4),
+        expected=f"{low:.3f} to {high:.3f} (formula {num / den:.3f})",
+        detail=f"each F and B's CPU time on its rank, laid out in the order the ranks ran them, one processor per "
+               f"rank, a message arriving as it is sent. Durations vary (slowest F + B / fastest F + B = "
+               f"ρ = {spread:.2f}), so the bubble may lie anywhere in [1 − ρ·m/(m+p−1), 1 − m/(ρ·(m+p−1))]; "
+               f"a schedule that ran the stages one after another would reach (p−1)/p = {(p.stages - 1) / p.stages:.2f}")]
 
 
 def _formula_text(schedule: str) -> str:

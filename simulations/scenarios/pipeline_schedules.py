@@ -147,3 +147,62 @@ def bubble_formula(schedule: str, p: int, m: int, v: int = 1) -> tuple[int, int]
     if schedule == "zero_bubble":
         return p - 1, 3 * m + p - 1
     raise ValueError(f"unknown schedule {schedule!r}")
+
+
+class Replayed(NamedTuple):
+    makespan: float  # from the first action's start to the last one's end
+    busy: list[float]  # per rank: the sum of its actions' durations
+    starts: dict[Action, float]  # when each action starts in the replay
+
+    @property
+    def bubble(self) -> float:
+        """The share of the p processors' time spent idle: 1 − Σ busy / (p × makespan)."""
+        return 1 - sum(self.busy) / (len(self.busy) * self.makespan) if self.makespan > 0 else 0.0
+
+
+def replay(orders: list[list[Action]], durations: dict[Action, float], num_stages: int) -> Replayed:
+    """Lay measured durations out on one processor per rank, in each rank's own order: an action starts when
+    its rank is free and what it depends on (`depends_on`: the activation from the stage before, the
+    gradient from the stage after) has finished; a message arrives the moment it is sent.
+
+    This is the schedule's time on p processors that do nothing else, from what each action really cost,
+    without the waits a shared machine adds (four ranks on two cores take turns)."""
+    ends: dict[Action, float] = {}
+    starts: dict[Action, float] = {}
+    free = [0.0] * len(orders)
+    position = [0] * len(orders)
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progressed = False
+        for r, order in enumerate(orders):
+            while position[r] < len(order):
+                action = order[position[r]]
+                needed = depends_on(action, num_stages)
+                if needed is not None and needed not in ends:
+                    break  # waits for another rank's action, not yet laid out
+                start = max(free[r], ends[needed] if needed is not None else 0.0)
+                starts[action], ends[action] = start, start + durations[action]
+                free[r] = ends[action]
+                position[r] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError("schedule deadlocks: an action waits for one that never runs")
+    busy = [sum(durations[a] for a in order) for order in orders]
+    return Replayed(makespan=max(ends.values(), default=0.0), busy=busy, starts=starts)
+
+
+def replay_bounds(schedule: str, p: int, m: int, forwards: list[float], backwards: list[float]) -> tuple[float, float]:
+    """The replayed bubble's range for GPipe and 1F1B when every forward lasts between min and max of
+    `forwards` and every backward between min and max of `backwards`.
+
+    With F = t_f and B = t_b for all, the makespan is (m + p − 1)(t_f + t_b) for every t_f, t_b ≥ 0: no path
+    through the schedule holds more than m + p − 1 forwards or m + p − 1 backwards, and one holds both. So
+    (m+p−1)(f_lo+b_lo) ≤ makespan ≤ (m+p−1)(f_hi+b_hi), and each rank is busy between m(f_lo+b_lo) and
+    m(f_hi+b_hi); with ρ = (f_hi+b_hi)/(f_lo+b_lo), the bubble 1 − Σbusy/(p·makespan) lies in
+    [1 − ρ·m/(m+p−1), 1 − m/(ρ·(m+p−1))], which is the formula (p−1)/(m+p−1) when ρ = 1."""
+    if schedule not in ("gpipe", "1f1b"):
+        raise ValueError(f"bounds are derived for gpipe and 1f1b, not {schedule!r}")
+    rho = (max(forwards) + max(backwards)) / (min(forwards) + min(backwards))
+    share = m / (m + p - 1)
+    return max(0.0, 1 - rho * share), 1 - share / rho

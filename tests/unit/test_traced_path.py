@@ -2,15 +2,20 @@
 
 A traced send records a one-op snapshot of its payload and a list; the rounding into values and the
 Transfer and Span dicts are made later (the values in one pass when the batch leaves the rank, the dicts
-by the parent). A tensor view unchanged since the rank's previous fragment is validated once."""
+by the parent). The parent writes each frame's JSON without validating it (Run.frames validates on read):
+the same bytes as the validated model's. An untraced run does none of the traced work."""
 
+import json
 import struct
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
 
 from simulations import comm, trace
-from simulations.frames import Frame, TensorView
+from simulations.frames import Frame
 from simulations.runtime.worker import FragmentBatcher
 
 
@@ -54,7 +59,7 @@ def test_the_parent_gets_the_transfer_span_and_values_the_rank_used_to_send():
     tracer.transfer("all_reduce", 16, group="dp", start=2.0, end=3.0)
     tracer.frame("p", "caption")
     [[fragment]] = sent  # the first fragment leaves at once, its values read on the way out
-    decoded = trace.FragmentDecoder().decode(fragment)
+    decoded = trace.frame_document([fragment])
     assert decoded["transfers"] == [
         {"op": "send", "src": 1, "dst": 2, "bytes": 8, "group": "world", "chunk": 0, "tensor": "x",
          "values": trace.values_of(payload), "start": 1.0, "end": 2.0},
@@ -63,8 +68,8 @@ def test_the_parent_gets_the_transfer_span_and_values_the_rank_used_to_send():
     assert _bits(decoded["transfers"][0]["values"]) == _bits(trace.values_of(payload))
     assert [s["name"] for s in decoded["spans"]] == ["forward", "send→2", "all_reduce"]
     assert decoded["spans"][1] == {"rank": 1, "name": "send→2", "kind": "comm", "start": 1.0, "end": 2.0,
-                                   "args": {"bytes": 8, "group": "world"}}
-    Frame.model_validate(trace.merge_fragments([decoded]).model_dump())
+                                   "step": None, "args": {"bytes": 8, "group": "world"}}
+    assert trace.encode_frame([fragment]) == trace.merge_fragments([fragment]).model_dump_json().encode()
 
 
 def test_values_read_in_one_pass_are_round_to_six_places_bit_for_bit():
@@ -83,29 +88,82 @@ def test_values_read_in_one_pass_are_round_to_six_places_bit_for_bit():
         assert _bits(got) == _bits([v for c in chunks for v in trace.values_of(c)])
 
 
-def test_a_view_unchanged_since_the_ranks_previous_fragment_is_validated_once(monkeypatch):
-    validated = []
-    original = TensorView.model_validate.__func__
+def test_one_snapshot_of_a_bucket_reads_every_chunk_as_its_own_view_would():
+    for numel, n in [(7, 3), (64, 8), (130, 8), (513, 8), (600, 8), (5, 1)]:
+        whole = torch.randn(numel, generator=torch.Generator().manual_seed(numel))
+        notes = [f"part {i}" for i in range(n)]
+        with trace.using(trace.Tracer(rank=0, t0=0.0)):
+            views = trace.shard_views("bucket", "gradients", whole, n, notes=notes)
+        trace.resolve_values([{"state": {"tensors": views}}])
+        each = [trace.tensor_view(f"bucket[{i}]", "gradients", piece, shard=(i, n), note=notes[i])
+                for i, piece in enumerate(whole.tensor_split(n))]  # no tracer: values read at once
+        assert views == each
 
-    def counting(cls, obj, *args, **kwargs):
-        validated.append(obj["name"])
-        return original(cls, obj, *args, **kwargs)
 
-    monkeypatch.setattr(TensorView, "model_validate", classmethod(counting))
-    decoder = trace.FragmentDecoder()
+def test_a_frame_that_json_cannot_write_as_pydantic_does_takes_the_models_path():
+    fragment = {"index": 0, "rank": 0, "phase": "p", "caption": "c", "transfers": [], "spans": [], "extra": {},
+                "state": {"rank": 0, "tensors": [{"name": "x", "role": "r", "shape": [2], "bytes": 8,
+                                                  "values": [float("inf"), 1.0], "shard": None, "note": None}],
+                          "memory": {}, "status": None, "extra": {}}}
+    assert trace.encode_frame([fragment]) == trace.merge_fragments([fragment]).model_dump_json().encode()
+    fragment["extra"] = {"tensor": torch.ones(1)}  # neither writes an object: the model's error says what is wrong
+    with pytest.raises(Exception, match="[Ss]erializ"):
+        trace.encode_frame([fragment])
 
-    def fragment(index, chunks):
-        views = [trace.tensor_view(f"c{i}", "gradients", c) for i, c in enumerate(chunks)]
-        state = {"rank": 0, "tensors": views, "memory": {}, "status": None, "extra": {}}
-        return decoder.decode({"index": index, "rank": 0, "phase": "p", "caption": "c", "state": state,
-                               "transfers": [], "spans": [], "extra": {}})
 
-    chunks = [torch.tensor([1.0, 0.0]), torch.tensor([2.0, 0.0]), torch.tensor([3.0])]
-    first = fragment(0, chunks)
-    second = fragment(1, [chunks[0], torch.tensor([2.0, 5.0]), chunks[2]])
-    assert validated == ["c0", "c1", "c2", "c1"]
-    assert second["state"]["tensors"][0] is first["state"]["tensors"][0]
-    # -0.0 == 0.0, but the frame shows "-0.0": a zero that changed its sign is a changed view
-    third = fragment(2, [torch.tensor([1.0, -0.0]), torch.tensor([2.0, 5.0]), chunks[2]])
-    assert validated[4:] == ["c0"]
-    assert "-0.0" in third["state"]["tensors"][0].model_dump_json()
+@pytest.mark.slow
+@pytest.mark.parametrize("name, params", [("ddp", {"world_size": 4, "steps": 2}),
+                                          ("pipeline", {"stages": 4, "microbatches": 4})])
+def test_the_parents_unvalidated_json_is_the_validated_frames_json(pool, name, params):
+    """Every frame of real runs, written without validation, is byte for byte the validated model's JSON."""
+    from simulations import scenarios
+    p = scenarios.get(name).params.model_validate(params)
+    fragments: list[dict] = []
+    pool.run(name, p.model_dump(mode="json"), scenarios.get(name).world_size(p), fragments.append)
+    by_index: dict[int, list[dict]] = {}
+    for fragment in fragments:
+        by_index.setdefault(fragment["index"], []).append(fragment)
+    assert len(by_index) > 10
+    for parts in by_index.values():
+        assert trace.encode_frame(parts) == trace.merge_fragments(parts).model_dump_json().encode()
+
+
+# A one-rank world in a fresh interpreter runs DDP's rank program untraced, then traced, counting the traced work.
+_COUNT_TRACED_WORK = textwrap.dedent("""
+    import json, tempfile, torch.distributed as dist
+    from simulations import comm, trace
+    from simulations.runtime.execute import run_on_rank
+    counts = {}
+    def counting(owner, name):
+        original = getattr(owner, name)
+        def counted(*args, **kwargs):
+            counts[name] = counts.get(name, 0) + 1
+            return original(*args, **kwargs)
+        setattr(owner, name, counted)
+    for name in ("snapshot", "values_of", "tensor_bytes", "shard_views"):
+        counting(trace, name)
+    counting(trace.Tracer, "transfer")
+    dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+    seen = {}
+    for traced in (False, True):
+        counts.clear()
+        fragments = []
+        run_on_rank("ddp", {"world_size": 1, "steps": 2}, rank=0, world_size=1, group=None, backend="gloo",
+                    sink=fragments.append, traced=traced)
+        seen[str(traced)] = {**counts, "fragments": len(fragments)}
+    dist.destroy_process_group()
+    print(json.dumps(seen))
+""")
+
+
+@pytest.mark.slow
+def test_an_untraced_run_does_none_of_the_traced_work():
+    """Counts, not time: an untraced rank makes no snapshot, reads no value, measures no memory and builds no
+    fragment (views included); the same rank traced does all of them (so the counting sees them)."""
+    done = subprocess.run([sys.executable, "-c", _COUNT_TRACED_WORK], capture_output=True, text=True, timeout=300,
+                          check=True)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    untraced, traced = seen["False"], seen["True"]
+    work = ("snapshot", "values_of", "tensor_bytes", "fragments")
+    assert {key: untraced.get(key, 0) for key in work} == dict.fromkeys(work, 0), untraced
+    assert all(traced.get(key, 0) > 0 for key in ("snapshot", "tensor_bytes", "fragments")), traced

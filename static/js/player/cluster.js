@@ -23,7 +23,17 @@ const MEASURED = 'measured on this machine';
  * gloo), …"; a run file recorded before files said where: "where it was recorded". The title has the rest.
  */
 export function measuredOn(meta) {
-  if (!meta?.source || meta.source === 'live') return { text: MEASURED, title: '' };
+  if (!meta?.source || meta.source === 'live') {
+    // Fewer cores than ranks: the ranks took turns, and their wall times (the timeline) include the turns.
+    if (meta?.cores && meta.world_size > meta.cores) {
+      return {
+        text: `${MEASURED}: ${meta.world_size} ranks took turns on ${counted(meta.cores, 'core')}`,
+        title: 'Wall time: with fewer cores than ranks, a rank also waits for a core, so the timeline shows the '
+          + 'machine\'s crowding as well as the algorithm',
+      };
+    }
+    return { text: MEASURED, title: '' };
+  }
   const where = meta.provenance;
   if (!where) return { text: 'measured where it was recorded', title: 'this run file does not say where it ran' };
   const devices = Object.entries(where.devices);
