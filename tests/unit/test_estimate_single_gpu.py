@@ -248,6 +248,7 @@ def test_measured_gemms_and_sdpa_are_read_where_the_gpu_has_them():
     (dict(stack="megatron", torch_compile=True), "torch_compile", "not torch.compile"),
     (dict(stack="hf", tp=2, gpus=2), "tp", "must be 1"),
     (dict(stack="hf", gated_mlp=False), "gated_mlp", "SwiGLU"),
+    (dict(stack="hf", experts=8, top_k=2), "experts", "mixture of experts is not modelled"),
 ])
 def test_bad_stack_inputs_name_the_field(flags, field, words):
     from simulations.estimate import LayoutError
