@@ -191,6 +191,8 @@ def validate(model: Model, cluster: Cluster, layout: Layout) -> None:
         field = next(name for name, value in (("tp", t), ("pp", p), ("cp", c), ("ep", e)) if value > 1)
         raise LayoutError(field, f"stack hf runs Transformers' model whole on each GPU (data parallel, DDP or FSDP): "
                                  f"{field} must be 1, got {getattr(layout, field)}")
+    if layout.stack == "hf" and model.experts:
+        raise LayoutError("experts", "stack hf times dense Llama-family layers: a mixture of experts is not modelled")
     if layout.stack == "hf" and not model.gated_mlp:
         raise LayoutError("gated_mlp", "stack hf times Llama-family layers (SwiGLU MLP): needs gated_mlp")
     if layout.cp_comm not in CP_COMMS:

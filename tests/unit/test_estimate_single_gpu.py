@@ -248,6 +248,7 @@ def test_measured_gemms_and_sdpa_are_read_where_the_gpu_has_them():
     (dict(stack="megatron", torch_compile=True), "torch_compile", "not torch.compile"),
     (dict(stack="hf", tp=2, gpus=2), "tp", "must be 1"),
     (dict(stack="hf", gated_mlp=False), "gated_mlp", "SwiGLU"),
+    (dict(stack="hf", experts=8, top_k=2), "experts", "mixture of experts is not modelled"),
 ])
 def test_bad_stack_inputs_name_the_field(flags, field, words):
     from simulations.estimate import LayoutError
@@ -333,3 +334,14 @@ def test_one_layer_launches_and_moves_what_the_estimator_counts(amp):
     slice_zeros, cpu_clones = 4, 2
     assert layer["backward"]["passes kernels"] + slice_zeros - cpu_clones == sum(p.kernels for p in backward)
     assert layer["backward"]["passes bytes"] / TOKENS == pytest.approx(sum(p.bytes for p in backward), rel=0.05)
+
+
+def test_the_other_stacks_are_today_s_settings_by_name():
+    """torchtitan is eager PyTorch with torch's cross entropy on fp32 logits, megatron Megatron-core's fused kernels
+    and fp32 softmax: the same estimates as those settings spelled out (and auto keeps today's defaults)."""
+    def step(**flags) -> float:
+        return estimate(*build(**llama32_3b(**flags))).step_time_s
+
+    assert step(stack="torchtitan") == step(execution="eager", cross_entropy="torch")
+    assert step(stack="torchtitan", torch_compile=True) == step(execution="compiled", cross_entropy="torch")
+    assert step(stack="megatron") == step(execution="fused", cross_entropy="fp32") == step()
