@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.sites import deck_server, sites, stop_all
+from tests.browser.sites import deck_server, sites, stop_shared
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"
@@ -22,7 +22,7 @@ CHROMIUM_ARGS = [
 def shared_servers(pool):
     """Owns the shared servers' end: before the session's pool closes, if the browser tests end the session."""
     yield
-    stop_all()
+    stop_shared()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -31,7 +31,7 @@ def pytest_runtest_teardown(item, nextitem):
     tests after it get the pool to themselves: nothing the deck's pages queued runs on beside them."""
     result = yield
     if nextitem is not None and HERE not in Path(nextitem.path).parents:
-        stop_all()
+        stop_shared()
     return result
 
 

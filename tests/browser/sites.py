@@ -15,7 +15,6 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -80,8 +79,8 @@ def deck_server(pool) -> DeckServer:
             url = f"http://127.0.0.1:{port}"
             # 127.0.0.2 is loopback too, and a different origin from 127.0.0.1.
             allowed, other = embedding_site("127.0.0.1", url), embedding_site("127.0.0.2", url)
-            _stoppers.extend([allowed.close, other.close])
-            serve_app(pool, port=port, postmessage_origins=[allowed.origin])
+            _shared_stoppers.extend([allowed.close, other.close])
+            _start_app(pool, _shared_stoppers, port=port, postmessage_origins=[allowed.origin])
             _deck = DeckServer(url, allowed, other)
         return _deck
 
@@ -109,19 +108,17 @@ def _start(pool) -> Sites:
     export_site(export_dir, settings=Settings(start_pool_on_startup=False), pool=pool, variants="default")
     checked_runs.note_export(export_dir)
     server_url = deck_server(pool).deck_url
-    export_url = _serve_static(root) + f"/{SUBFOLDER}/"
+    export_url = _serve_static(root, _shared_stoppers) + f"/{SUBFOLDER}/"
     return Sites(server_url, export_url, export_dir)
 
 
-@dataclass
-class AppServer:
-    url: str
-    stop: Callable[[], None]  # idempotent
+def serve_app(pool, **settings) -> str:
+    """A server of the test's own: the app in a thread of this process, so it can use the session's pool (no
+    second set of ranks); `settings` set more of its Settings (runs_dir=...). Stopped by stop_all()."""
+    return _start_app(pool, _stoppers, **settings)
 
 
-def serve_app(pool, port: int | None = None, **settings) -> AppServer:
-    """The app in a thread of this process, so it can use the session's pool (no second set of ranks);
-    `settings` set more of its Settings (runs_dir=...). Stopped by its `stop()` or by stop_all()."""
+def _start_app(pool, stoppers: list, port: int | None = None, **settings) -> str:
     import uvicorn
 
     from app.main import create_app
@@ -146,8 +143,6 @@ def serve_app(pool, port: int | None = None, **settings) -> AppServer:
     def stop() -> None:
         # The app's shutdown closes its simulator: what its pages queued is dropped, the run in progress
         # stopped, so later tests get the pool to themselves.
-        if stop in _stoppers:
-            _stoppers.remove(stop)
         server.should_exit = True
         thread.join(30)
         simulator = getattr(app.state, "simulator", None)
@@ -155,12 +150,13 @@ def serve_app(pool, port: int | None = None, **settings) -> AppServer:
             simulator._thread.join(120)
 
     atexit.register(stop)
-    _stoppers.append(stop)
-    return AppServer(url, stop)
+    stoppers.append(stop)
+    return url
 
 
-def _serve_static(root: Path) -> str:
-    """`python -m http.server`: a plain static file server, nothing distdeck about it."""
+def _serve_static(root: Path, stoppers: list | None = None) -> str:
+    """`python -m http.server`: a plain static file server, nothing distdeck about it. Stopped by stop_all(),
+    unless `stoppers` says otherwise."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                 "--directory", str(root)],
@@ -176,20 +172,30 @@ def _serve_static(root: Path) -> str:
             process.kill()
 
     atexit.register(stop)
-    _stoppers.append(stop)
+    (_stoppers if stoppers is None else stoppers).append(stop)
     return url
 
 
-_stoppers: list = []
+_stoppers: list = []  # the servers tests started themselves
+_shared_stoppers: list = []  # the shared servers'
 
 
 def stop_all() -> None:
-    """Shut every shared server down (idempotent): when the browser tests end, before the session's pool
-    closes. A later sites() or deck_server() starts them again (the export then reuses its recorded runs)."""
-    global _sites, _deck
+    """Shut down the servers tests started themselves (serve_app, _serve_static), not the shared ones."""
     with _lock:
         while _stoppers:
             _stoppers.pop()()
+
+
+def stop_shared() -> None:
+    """Shut every server down, the shared ones too (idempotent): when the browser tests end, before the
+    session's pool closes. A later sites() or deck_server() starts them again (the export then reuses its
+    recorded runs)."""
+    global _sites, _deck
+    stop_all()
+    with _lock:
+        while _shared_stoppers:
+            _shared_stoppers.pop()()
         _sites = _deck = None
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from simulations.frames import Provenance
 from simulations.runtime import simulate
-from tests.browser.sites import serve_app
+from tests.browser.sites import serve_app, stop_all
 
 pytestmark = pytest.mark.slow
 
@@ -27,9 +27,8 @@ def runs_url(pool, tmp_path_factory):
     one.meta.provenance = None  # a run file from before run files said where they ran
     (runs / "old.json").write_text(one.model_dump_json(exclude={"meta": {"provenance"}}))
     cpu_model = cpu.meta.provenance.devices
-    server = serve_app(pool, runs_dir=runs)  # a server of its own: the deck server has no runs_dir
-    yield server.url, next(iter(cpu_model))
-    server.stop()
+    yield serve_app(pool, runs_dir=runs), next(iter(cpu_model))
+    stop_all()
 
 
 def badge_of(page, url: str):
