@@ -35,8 +35,8 @@ def pytest_runtest_teardown(item, nextitem):
     return result
 
 
-# Per test, each a look-up of what is already running (started again if the browser tests were interrupted by
-# others, which stopped it).
+# Per test, each a look-up of what is already running (started again where tests of another folder ran in
+# between, after which the hook above stopped it).
 @pytest.fixture
 def servers(pool, shared_servers):
     """The deck server (`deck_url`) and the two embedding pages, allowed and other."""
