@@ -176,15 +176,25 @@ build() {
   if [ "$ENGINE" = podman ]; then
     # docker format: the OCI format has no HEALTHCHECK. Two passes: the stages that download, with this
     # machine's settings mounted; then the image from those cached stages with nothing mounted, so not
-    # even an empty mount point of this machine's paths ends up in it.
+    # even an empty mount point of this machine's paths ends up in it. Stages that do not depend on each
+    # other build side by side (apt, npm and pip wait mostly on the network and the disk): the two
+    # downloading stages as two builds, each log line prefixed by its stage; the rest with --jobs. (docker's
+    # BuildKit does so by itself.)
     if [ ${#mounts[@]} -gt 0 ]; then
       say "handing this machine's pip/npm settings to the build: ${mounts[*]}"
+      local -A building=()
       for downloading_stage in vendor python; do
         podman build --format docker --network host "${mounts[@]}" "${build_args[@]}" \
-          --target "$downloading_stage" .
+          --target "$downloading_stage" . 2>&1 | sed -u "s/^/[$downloading_stage] /" &
+        building[$downloading_stage]=$!
       done
+      local -a failed=()
+      for downloading_stage in vendor python; do
+        wait "${building[$downloading_stage]}" || failed+=("$downloading_stage")
+      done
+      [ ${#failed[@]} -eq 0 ] || die "these stages failed to build: ${failed[*]}"
     fi
-    podman build --format docker "${build_args[@]}" -t "$IMAGE" .
+    podman build --format docker --jobs 3 "${build_args[@]}" -t "$IMAGE" .
   else
     # `docker build` cannot mount this machine's folders: it uses the Dockerfile's registries as they are.
     [ ${#mounts[@]} -eq 0 ] || say "docker build uses the public registries; this machine's pip/npm settings are not handed over"

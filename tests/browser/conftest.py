@@ -1,20 +1,16 @@
-"""Browser fixtures: the deck served by uvicorn on a free loopback port, a page from a second
-origin that embeds it, and one headless Chromium for the whole session."""
+"""Browser fixtures: one headless Chromium for the whole session, a fresh page per test, and the servers the
+tests share (tests/browser/sites.py: the deck server on the session's rank pool, the static export, pages on
+other origins that embed the deck), made once and stopped when the browser tests end."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.browser.sites import OnePageSite, serve_app, server_log, stop_all, wait_until_up
-from tests.served import free_port
+from tests.browser.sites import deck_server, sites, stop_shared
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -22,67 +18,47 @@ CHROMIUM_ARGS = [
 ]
 
 
-def embedding_site(host: str, deck_url: str) -> OnePageSite:
-    """A blog-like page on another origin that iframes the deck and logs what it posts back."""
-    return OnePageSite(EMBEDDING_PAGE.replace("DECK_URL", deck_url), host)
-
-
-EMBEDDING_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>A blog post</title>
-<link rel="icon" href="data:,"></head>
-<body style="margin:0;background:#fff">
-<p id="before">Some text of the post before the deck.</p>
-<iframe id="deck" src="DECK_URL/?embed=1" title="distdeck" width="960" height="540"
-        allow="fullscreen" style="border:0"></iframe>
-<script>
-  window.received = [];
-  window.addEventListener('message', (event) => {
-    if (event.data && event.data.type) window.received.push({origin: event.origin, data: event.data});
-  });
-  window.sendToDeck = (message) => document.getElementById('deck').contentWindow.postMessage(message, 'DECK_URL');
-</script>
-</body></html>"""
-
-
-@dataclass
-class Servers:
-    deck_url: str
-    allowed_site: OnePageSite  # may drive the deck by postMessage (DISTDECK_POSTMESSAGE_ORIGINS)
-    other_site: OnePageSite  # may embed it (frame-ancestors *) but not drive it
-
-
 @pytest.fixture(scope="session")
-def servers():
-    port = free_port()
-    deck_url = f"http://127.0.0.1:{port}"
-    # 127.0.0.2 is loopback too, and a different origin from 127.0.0.1.
-    allowed, other = embedding_site("127.0.0.1", deck_url), embedding_site("127.0.0.2", deck_url)
-    env = dict(
-        os.environ,
-        DISTDECK_START_POOL_ON_STARTUP="false",
-        DISTDECK_POSTMESSAGE_ORIGINS=f'["{allowed.origin}"]',
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=(log := server_log()), stderr=subprocess.STDOUT, text=True,
-    )
-    try:
-        wait_until_up(f"{deck_url}/healthz", process, log=log)
-        yield Servers(deck_url, allowed, other)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        allowed.close()
-        other.close()
+def shared_servers(pool):
+    """Owns the shared servers' end: before the session's pool closes, if the browser tests end the session."""
+    yield
+    stop_shared()
 
 
-@pytest.fixture(scope="session")
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the last browser test (its fixtures torn down, its pages closed), the shared servers stop, so the
+    tests after it get the pool to themselves: nothing the deck's pages queued runs on beside them."""
+    result = yield
+    if nextitem is not None and HERE not in Path(nextitem.path).parents:
+        stop_shared()
+    return result
+
+
+# Per test, each a look-up of what is already running (started again where tests of another folder ran in
+# between, after which the hook above stopped it).
+@pytest.fixture
+def servers(pool, shared_servers):
+    """The deck server (`deck_url`) and the two embedding pages, allowed and other."""
+    return deck_server(pool)
+
+
+@pytest.fixture
 def deck_url(servers):
     return servers.deck_url
+
+
+@pytest.fixture
+def live_url(servers):
+    """The deck server: the app in this process on the session's rank pool, so its live slides run (no second
+    set of ranks)."""
+    return servers.deck_url
+
+
+@pytest.fixture
+def site(pool, shared_servers):
+    """The deck server and the static export of the deck (tests/browser/sites.py)."""
+    return sites(pool)
 
 
 @pytest.fixture(scope="session")
@@ -109,11 +85,3 @@ def page(browser):
     yield page
     context.close()
     assert errors == [], f"console errors: {errors}"
-
-
-@pytest.fixture(scope="module")
-def live_url(pool):
-    """The app in this process on the session's rank pool, so its live slides run (no second set of ranks);
-    stopped after the module, once the simulator has finished what its pages queued."""
-    yield serve_app(pool)
-    stop_all()

@@ -1,7 +1,9 @@
-"""What the full-deck and widget browser tests share: the server with a live rank pool, the deck
-exported as a static site (default runs only, to keep CI short) served by a plain static file
-server from a sub-folder (/blog/deck/, as in a Hugo or GitHub Pages site), and a blog-like page
-on another origin that iframes a URL. Made once per session, whichever test file asks first."""
+"""What the browser tests share, made once per session by whichever test asks first and stopped when the
+browser tests end (tests/browser/conftest.py): one deck server (the app in this process, on the session's rank
+pool, so a live run streamed for one test is in its run cache for the next), the deck exported once as a
+static site (default runs only, to keep CI short) served by a plain static file server from a sub-folder
+(/blog/deck/, as in a Hugo or GitHub Pages site), and two blog-like pages on other origins that iframe the
+deck, one of them allowed to drive it by postMessage."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tests import checked_runs
 from tests.served import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,18 +51,42 @@ def wait_until_up(url: str, process: subprocess.Popen, timeout_s: float = 60, lo
 
 
 @dataclass
+class DeckServer:
+    deck_url: str  # the FastAPI app, with the session's rank pool behind its live slides
+    allowed_site: OnePageSite  # may drive the deck by postMessage (the app's postmessage_origins)
+    other_site: OnePageSite  # may embed it (frame-ancestors *) but not drive it
+
+
+@dataclass
 class Sites:
-    server_url: str  # the FastAPI app, with the session's rank pool behind its live slides
+    server_url: str  # the deck server's URL
     export_url: str  # the static export, under SUBFOLDER of a plain static server
     export_dir: Path
 
 
+_deck: DeckServer | None = None
 _sites: Sites | None = None
-_lock = threading.Lock()
+_lock = threading.RLock()
 _root: Path | None = None  # kept for the session: a second export into it reuses the recorded runs
 
 
+def deck_server(pool) -> DeckServer:
+    """The session's deck server, started on first use."""
+    global _deck
+    with _lock:
+        if _deck is None:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            # 127.0.0.2 is loopback too, and a different origin from 127.0.0.1.
+            allowed, other = embedding_site("127.0.0.1", url), embedding_site("127.0.0.2", url)
+            _shared_stoppers.extend([allowed.close, other.close])
+            _start_app(pool, _shared_stoppers, port=port, postmessage_origins=[allowed.origin])
+            _deck = DeckServer(url, allowed, other)
+        return _deck
+
+
 def sites(pool) -> Sites:
+    """The deck server and the static export, exported on first use."""
     global _sites
     with _lock:
         if _sites is None:
@@ -79,20 +106,25 @@ def _start(pool) -> Sites:
     export_dir = root / SUBFOLDER
     # The export first: it and the server share the pool (its job lock runs one job at a time).
     export_site(export_dir, settings=Settings(start_pool_on_startup=False), pool=pool, variants="default")
-    server_url = serve_app(pool)
-    export_url = _serve_static(root) + f"/{SUBFOLDER}/"
+    checked_runs.note_export(export_dir)
+    server_url = deck_server(pool).deck_url
+    export_url = _serve_static(root, _shared_stoppers) + f"/{SUBFOLDER}/"
     return Sites(server_url, export_url, export_dir)
 
 
 def serve_app(pool, **settings) -> str:
-    """The app in a thread of this process, so it can use the session's pool (no second set of ranks);
-    `settings` set more of its Settings (runs_dir=...)."""
+    """A server of the test's own: the app in a thread of this process, so it can use the session's pool (no
+    second set of ranks); `settings` set more of its Settings (runs_dir=...). Stopped by stop_all()."""
+    return _start_app(pool, _stoppers, **settings)
+
+
+def _start_app(pool, stoppers: list, port: int | None = None, **settings) -> str:
     import uvicorn
 
     from app.main import create_app
     from app.settings import Settings
 
-    port = free_port()
+    port = port or free_port()
     app = create_app(Settings(start_pool_on_startup=False, max_queued_runs=64, **settings), pool=pool)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True, name="deck-server")
@@ -109,7 +141,8 @@ def serve_app(pool, **settings) -> str:
             time.sleep(0.1)
 
     def stop() -> None:
-        # Stop, then let the simulator finish what pages queued, so later tests get the pool to themselves.
+        # The app's shutdown closes its simulator: what its pages queued is dropped, the run in progress
+        # stopped, so later tests get the pool to themselves.
         server.should_exit = True
         thread.join(30)
         simulator = getattr(app.state, "simulator", None)
@@ -117,12 +150,13 @@ def serve_app(pool, **settings) -> str:
             simulator._thread.join(120)
 
     atexit.register(stop)
-    _stoppers.append(stop)
+    stoppers.append(stop)
     return url
 
 
-def _serve_static(root: Path) -> str:
-    """`python -m http.server`: a plain static file server, nothing distdeck about it."""
+def _serve_static(root: Path, stoppers: list | None = None) -> str:
+    """`python -m http.server`: a plain static file server, nothing distdeck about it. Stopped by stop_all(),
+    unless `stoppers` says otherwise."""
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                 "--directory", str(root)],
@@ -138,19 +172,31 @@ def _serve_static(root: Path) -> str:
             process.kill()
 
     atexit.register(stop)
-    _stoppers.append(stop)
+    (_stoppers if stoppers is None else stoppers).append(stop)
     return url
 
 
-_stoppers: list = []
+_stoppers: list = []  # the servers tests started themselves
+_shared_stoppers: list = []  # the shared servers'
 
 
 def stop_all() -> None:
-    """Shut the servers down (idempotent); called when the session's pool is about to close."""
-    global _sites
-    while _stoppers:
-        _stoppers.pop()()
-    _sites = None
+    """Shut down the servers tests started themselves (serve_app, _serve_static), not the shared ones."""
+    with _lock:
+        while _stoppers:
+            _stoppers.pop()()
+
+
+def stop_shared() -> None:
+    """Shut every server down, the shared ones too (idempotent): when the browser tests end, before the
+    session's pool closes. A later sites() or deck_server() starts them again (the export then reuses its
+    recorded runs)."""
+    global _sites, _deck
+    stop_all()
+    with _lock:
+        while _shared_stoppers:
+            _shared_stoppers.pop()()
+        _sites = _deck = None
 
 
 class OnePageSite:
@@ -178,6 +224,28 @@ class OnePageSite:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def embedding_site(host: str, deck_url: str) -> OnePageSite:
+    """A blog-like page on another origin that iframes the deck and logs what it posts back."""
+    return OnePageSite(EMBEDDING_PAGE.replace("DECK_URL", deck_url), host)
+
+
+EMBEDDING_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>A blog post</title>
+<link rel="icon" href="data:,"></head>
+<body style="margin:0;background:#fff">
+<p id="before">Some text of the post before the deck.</p>
+<iframe id="deck" src="DECK_URL/?embed=1" title="distdeck" width="960" height="540"
+        allow="fullscreen" style="border:0"></iframe>
+<script>
+  window.received = [];
+  window.addEventListener('message', (event) => {
+    if (event.data && event.data.type) window.received.push({origin: event.origin, data: event.data});
+  });
+  window.sendToDeck = (message) => document.getElementById('deck').contentWindow.postMessage(message, 'DECK_URL');
+</script>
+</body></html>"""
 
 
 def BlogPage(src: str, host: str = "127.0.0.2") -> OnePageSite:  # noqa: N802 (reads as the page it makes)

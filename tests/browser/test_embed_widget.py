@@ -8,15 +8,9 @@ import re
 
 import pytest
 
-from tests.browser.sites import BlogPage, sites, stop_all
+from tests.browser.sites import BlogPage
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def site(pool):
-    yield sites(pool)
-    stop_all()
 
 
 def widget_frame(page, pattern: str):

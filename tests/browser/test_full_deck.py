@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from app.content.manifest import load_deck
-from tests.browser.sites import sites, stop_all
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -18,12 +17,6 @@ DECK = load_deck(Path(__file__).resolve().parents[2] / "slides")
 IDS = [slide.id for slide in DECK.slides]
 # Generous: a live slide's run may queue behind the next slide's on a loaded 2-core machine.
 STEP_TIMEOUT_MS = 90_000
-
-
-@pytest.fixture(scope="module")
-def site(pool):
-    yield sites(pool)
-    stop_all()
 
 
 @pytest.fixture

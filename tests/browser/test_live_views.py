@@ -18,19 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.sites import sites, stop_all
 from tests.browser.viewcheck import cut_off, measure
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 MAX_PRESSES = 20
 SETTLED = "(id) => Array.from(document.querySelectorAll(`#${id} .live-sim`)).every(e => e.dataset.status === 'done')"
-
-
-@pytest.fixture(scope="module")
-def site(pool):
-    yield sites(pool)
-    stop_all()
 
 
 def open_page(browser, *, reduced: bool, size=(1280, 720)):

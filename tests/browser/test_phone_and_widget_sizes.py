@@ -11,7 +11,7 @@ import re
 import pytest
 
 from tests.browser.conftest import CHROMIUM  # noqa: F401  (the browser fixture skips without it)
-from tests.browser.sites import OnePageSite, sites, stop_all
+from tests.browser.sites import OnePageSite
 from tests.browser.viewcheck import cut_off, measure
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -32,12 +32,6 @@ SNIPPET_PAGE = """<!doctype html>
 
 def snippet(src: str, width: int = 800, height: int = 450) -> OnePageSite:
     return OnePageSite(SNIPPET_PAGE.replace("SRC", src).replace("WIDTH", str(width)).replace("HEIGHT", str(height)))
-
-
-@pytest.fixture(scope="module")
-def site(pool):
-    yield sites(pool)
-    stop_all()
 
 
 @pytest.fixture

@@ -17,15 +17,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser.sites import sites, stop_all
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def site(pool):
-    yield sites(pool)
-    stop_all()
 
 
 PRINTED = """() => {

@@ -149,14 +149,6 @@ def budget_clock(slide_id: str) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-@pytest.fixture(scope="module")
-def site(pool):
-    from tests.browser.sites import sites, stop_all
-
-    yield sites(pool)
-    stop_all()
-
-
 @pytest.mark.slow
 def test_the_static_export_answers_index_html_with_a_track(page, site):
     open_deck(page, f"{site.export_url}index.html?track=20#/ddp-live/0")

@@ -18,9 +18,15 @@ CHECKS = ["tests/unit/test_estimate.py", "tests/unit/test_estimate_invariants.py
           "tests/unit/test_estimate_torchtitan_h100.py", "tests/unit/test_estimate_torchtitan_nd.py"]
 
 
+# Pytest plugins these checks do not use (no fuzzing, no property tests, no async tests): importing them
+# (schemathesis, hypothesis) was half of each run's collection. An async test would fail without anyio's.
+UNUSED_PLUGINS = ["schemathesis", "hypothesispytest", "anyio"]
+
+
 def _command(mutant_id: str | None) -> tuple[list[str], dict]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DISTDECK_ESTIMATE_MUTANT": mutant_id or ""}
-    return [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+    unused = [arg for plugin in UNUSED_PLUGINS for arg in ("-p", f"no:{plugin}")]
+    return [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *unused,
             "-p", "tests.mutation.estimate_mutants", *CHECKS], env
 
 
