@@ -256,8 +256,8 @@ def scale_by_data_parallelism(options: dict, gpus: int) -> dict:
 # counts every model (so Llama 3.2 3B is the 3.6B Llama that issue 37's session ran out of memory with on an 80 GB
 # H100 at 4,096 tokens under AMP).
 ONE_GPU_MODELS = {
-    "Llama 3.2 1B": dict(model="custom", layers=16, hidden=2048, heads=32, kv_heads=8, ffn_hidden=8192, vocab=128256),
-    "Llama 3.2 3B": dict(model="custom", layers=28, hidden=3072, heads=24, kv_heads=8, ffn_hidden=8192, vocab=128256),
+    "1.5B (Llama 3.2 1B, untied)": dict(model="custom", layers=16, hidden=2048, heads=32, kv_heads=8, ffn_hidden=8192, vocab=128256),
+    "3.6B (Llama 3.2 3B, untied)": dict(model="custom", layers=28, hidden=3072, heads=24, kv_heads=8, ffn_hidden=8192, vocab=128256),
     "Llama 3 8B": dict(model="llama3-8b"),
 }
 
