@@ -83,6 +83,18 @@ def relative_href(last_segment: str, request: Request) -> str:
     return "./" + quote(last_segment, safe="") + (f"?{query}" if query else "")
 
 
+BODY_NOT_PARSED = "There was an error parsing the body"  # fastapi.routing's detail for a body it cannot decode
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app answers on the request's path (asked method by method: included
+    routers hide their routes' own method sets)."""
+    from starlette.routing import Match
+
+    return [method for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
+            if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in request.app.routes)]
+
+
 def install(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(SecurityHeaders, frame_ancestors=settings.frame_ancestors)
 
@@ -90,6 +102,15 @@ def install(app: FastAPI, settings: Settings) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404 and not _wants_json(request):
             return error_page(request, 404)
+        if exc.status_code == 400 and exc.detail == BODY_NOT_PARSED:
+            # FastAPI's answer to a body that is not JSON text (bytes that are not UTF-8): a 422 naming the body,
+            # as every other bad input of the API is answered.
+            return JSONResponse({"detail": [{"loc": ["body"], "type": "json_invalid",
+                                             "msg": "the body is not JSON text (UTF-8)"}]}, status_code=422)
+        if exc.status_code == 405:
+            # Starlette's 405 names the methods of the first route on the path; a path served by two routes
+            # (GET /api/estimate with a query, POST with a hardware profile in its body) allows both.
+            exc.headers = {**(exc.headers or {}), "Allow": ", ".join(_allowed_methods(request))}
         return await http_exception_handler(request, exc)
 
     # Starlette answers unhandled errors outermost, outside every middleware: this handler's

@@ -96,3 +96,17 @@ def test_more_devices_than_a_linkless_profile_has_is_a_422_naming_gpus(client):
 def test_a_post_without_a_profile_is_a_422(client):
     r = client.post("/api/estimate", json=BODY)
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "hardware_profile"]
+
+
+def test_a_body_that_is_not_json_text_is_a_422_naming_the_body(client):
+    """FastAPI answers bytes it cannot decode with a bare 400; the API answers every bad input with a 422."""
+    response = client.post("/api/estimate", content=b"\xff\xfe-", headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body"]
+
+
+def test_a_method_the_path_does_not_take_names_both_it_takes(client):
+    """GET (query) and POST (profile in the body) are two routes on one path: a 405 allows both."""
+    response = client.options("/api/estimate")
+    assert response.status_code == 405 and response.headers["allow"] == "GET, POST"
+    assert client.delete("/healthz").headers["allow"] == "GET"
