@@ -123,8 +123,9 @@ def test_tensor_parallel_is_replayed_with_its_collectives_exposed(page, deck_url
 def _measured_here(ranks: int) -> str:
     """The badge of a live run: with fewer cores than ranks it says the ranks took turns (their wall times too)."""
     cores = len(os.sched_getaffinity(0))
-    turns = f": {ranks} ranks took turns on {cores} core{'s' if cores != 1 else ''}" if cores < ranks else ""
-    return "measured on this machine" + turns
+    if cores < ranks:
+        return f"measured: {ranks} ranks on {cores} core{'s' if cores != 1 else ''}"
+    return "measured on this machine"
 
 
 def test_a_live_slide_switches_between_measured_and_modelled_time(page, deck_url):

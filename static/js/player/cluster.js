@@ -27,9 +27,10 @@ export function measuredOn(meta) {
     // Fewer cores than ranks: the ranks took turns, and their wall times (the timeline) include the turns.
     if (meta?.cores && meta.world_size > meta.cores) {
       return {
-        text: `${MEASURED}: ${meta.world_size} ranks took turns on ${counted(meta.cores, 'core')}`,
-        title: 'Wall time: with fewer cores than ranks, a rank also waits for a core, so the timeline shows the '
-          + 'machine\'s crowding as well as the algorithm',
+        // short: the badge shares the controls row, on a phone too
+        text: `measured: ${meta.world_size} ranks on ${counted(meta.cores, 'core')}`,
+        title: 'Measured on this machine, whose ranks took turns on fewer cores than ranks: a rank also waits for a '
+          + 'core, so wall times show the machine\'s crowding as well as the algorithm',
       };
     }
     return { text: MEASURED, title: '' };
