@@ -23,7 +23,7 @@ from simulations import scenarios
 from simulations.params import ParamError, parse_params
 from simulations.runtime.execute import NotEnoughGPUs, pick_backend, provenance, run_on_rank
 from simulations.runtime.runs import new_run
-from simulations.trace import resolve_values
+from simulations.trace import seal
 from simulations.words import counted
 
 app = typer.Typer(add_completion=False)
@@ -63,7 +63,7 @@ def record(
         result = run_on_rank(scenario, params.model_dump(mode="json"), rank=rank, world_size=world_size,
                              group=None, backend=chosen, sink=fragments.append)
         gathered: list = [None] * world_size
-        dist.all_gather_object(gathered, (resolve_values(fragments), result))  # values read here, not pickled as tensors
+        dist.all_gather_object(gathered, (seal(fragments), result))  # as JSON parts, not pickled as tensors
         if rank == 0:
             run = new_run(scenario, params, chosen)
             for rank_fragments, _ in gathered:

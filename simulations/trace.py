@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy
 import pydantic_core
 import torch
 
@@ -96,7 +97,10 @@ def resolve_values(fragments: list[dict]) -> list[dict]:
         if id(snap) not in starts:
             starts[id(snap)], total = total, total + snap.numel()
             snapshots.append(snap.reshape(-1))
-    values = torch.cat(snapshots).double().mul_(1e6).round_().div_(1e6).tolist()
+    # numpy's rint, not torch's round_: on this CPU build torch rounds doubles element by element, 25x slower,
+    # and this pass was most of what tracing cost a rank (issue 32).
+    scaled = torch.cat(snapshots).numpy().astype(numpy.float64) * 1e6
+    values = (numpy.rint(scaled, out=scaled) / 1e6).tolist()
     for holder, key in pending:
         value = holder[key]
         if isinstance(value, _Piece):
@@ -230,9 +234,9 @@ def _comm_span(rank: int, record: list) -> dict:
 
 def frame_document(fragments: list[dict]) -> dict:
     """N ranks' fragments of one story point -> the frame as plain data, in Frame's shape (its fields, in its
-    order, defaults included). Rank 0 speaks for the caption. Here, on the parent, each transfer record
-    becomes its Transfer and its comm Span: the work the rank left out of its critical path.
-    The fragments' values must be read already (`resolve_values`, which every sink of a run calls)."""
+    order, defaults included). Rank 0 speaks for the caption. Each transfer record becomes its Transfer and
+    its comm Span here, when the fragment leaves the rank (`seal`), off the op's path.
+    The fragments' values must be read already (`resolve_values`)."""
     fragments = sorted(fragments, key=lambda f: f["rank"])
     lead = fragments[0]
     return {
@@ -245,24 +249,54 @@ def frame_document(fragments: list[dict]) -> dict:
 
 
 def merge_fragments(fragments: list[dict]) -> Frame:
-    """N ranks' fragments of one story point -> one validated frame."""
+    """N ranks' fragments of one story point (as the tracer made them) -> one validated frame."""
     return Frame.model_validate(frame_document(fragments))
 
 
-def encode_frame(fragments: list[dict]) -> bytes:
-    """N ranks' fragments of one story point -> the frame's JSON, the bytes of
-    `merge_fragments(fragments).model_dump_json()`, without validating on the way.
+def _to_json(value: Any) -> bytes:
+    return pydantic_core.to_json(value, inf_nan_mode="null")  # as the model writes floats: inf and NaN as null
 
-    The fragments come from our own ranks, whose tracer builds every part in the schema's shape, and a run's
-    frames are validated when read (Run.frames). Validating each frame was most of the parent's work, and the
-    parent shares the cores with the ranks whose time it shows. pydantic's own serializer writes the plain data
-    as it writes the model (floats, and inf or NaN as null); what it cannot write (an object) takes the
-    model's path, which says what is wrong."""
-    document = frame_document(fragments)
-    try:
-        return pydantic_core.to_json(document, inf_nan_mode="null")
-    except pydantic_core.PydanticSerializationError:
-        return Frame.model_validate(document).model_dump_json().encode()
+
+def seal(fragments: list[dict]) -> list[dict]:
+    """A rank's fragments, on their way out, as the JSON of their parts: the parent splices N ranks' parts
+    into the frame's JSON (`encode_frame`) without decoding or re-encoding anything.
+
+    Unpickling fragments as dicts and lists and writing them again as JSON was most of the parent's work in a
+    traced run (issue 32), and the parent shares the cores with the ranks whose time it shows. The parts are
+    the fragment's own frame document (`frame_document` of it alone), so the spliced frame is that of the
+    whole document. pydantic's serializer writes the plain data as it writes the model; what it cannot write
+    (an object) takes the model's path, whose error says what is wrong."""
+    sealed = []
+    for fragment in resolve_values(fragments):
+        document = frame_document([fragment])
+        try:
+            parts = _parts(document)
+        except pydantic_core.PydanticSerializationError:
+            parts = _parts(Frame.model_validate(document).model_dump(mode="json"))
+        sealed.append({"index": fragment["index"], "rank": fragment["rank"], **parts})
+    return sealed
+
+
+def _parts(document: dict) -> dict[str, bytes]:
+    """One rank's frame document -> the JSON of what `encode_frame` joins: the head (`{"index":…,"caption":…`
+    without its closing brace), the rank's state, its transfers and spans (array items, no brackets), extra."""
+    head = {key: document[key] for key in ("index", "phase", "caption")}
+    return {"head": _to_json(head)[:-1], "state": _to_json(document["ranks"][0]),
+            "transfers": _to_json(document["transfers"])[1:-1], "spans": _to_json(document["spans"])[1:-1],
+            "extra": _to_json(document["extra"])}
+
+
+def encode_frame(sealed: list[dict]) -> bytes:
+    """N ranks' sealed fragments of one story point -> the frame's JSON: the bytes of
+    `merge_fragments(fragments).model_dump_json()`, joined from the parts without validating on the way
+    (a run's frames are validated when read, Run.frames). Rank 0 speaks for the caption and the extra."""
+    sealed = sorted(sealed, key=lambda f: f["rank"])
+    lead = sealed[0]
+    return b"".join((
+        lead["head"], b',"ranks":[', b",".join(f["state"] for f in sealed),
+        b'],"transfers":[', b",".join(f["transfers"] for f in sealed if f["transfers"]),
+        b'],"spans":[', b",".join(f["spans"] for f in sealed if f["spans"]),
+        b'],"extra":', lead["extra"], b"}"))
 
 
 _untraced = Tracer(rank=0, t0=time.time(), enabled=False)

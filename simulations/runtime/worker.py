@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from simulations.runtime.execute import run_on_rank
-from simulations.trace import resolve_values
+from simulations.trace import seal
 
 HEARTBEAT_S = 0.5
 
@@ -136,7 +136,7 @@ class FragmentBatcher:
 
     def flush(self) -> None:
         if self.batch:
-            self.send(resolve_values(self.batch))
+            self.send(self.batch)
             self.batch = []
             self.sent_at = time.monotonic()
 
@@ -170,7 +170,8 @@ def worker_main(rank: int, size: int, init_method: str, backend: str, timeout_s:
 
         ledger.works.clear()
         stop_here = None if control is None else (lambda index, job_id=job_id: control.reached(rank, job_id, index))
-        sink = FragmentBatcher(lambda batch, job_id=job_id: events.put(("frames", job_id, rank, batch)),
+        # A batch leaves as its fragments' JSON parts (trace.seal), which the parent splices into frames.
+        sink = FragmentBatcher(lambda batch, job_id=job_id: events.put(("frames", job_id, rank, seal(batch))),
                                stop_here=stop_here)
         try:
             result = run_on_rank(name, params, rank=rank, world_size=world_size, group=groups[world_size],

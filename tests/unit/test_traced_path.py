@@ -1,9 +1,9 @@
 """What tracing costs a rank on its critical path, and that the parent still gets the same frames.
 
 A traced send records a one-op snapshot of its payload and a list; the rounding into values and the
-Transfer and Span dicts are made later (the values in one pass when the batch leaves the rank, the dicts
-by the parent). The parent writes each frame's JSON without validating it (Run.frames validates on read):
-the same bytes as the validated model's. An untraced run does none of the traced work."""
+Transfer and Span dicts are made later, when the batch leaves the rank: the values in one pass, then the
+fragment's parts as JSON. The parent splices the ranks' parts into each frame's JSON without decoding or
+validating them (Run.frames validates on read): the same bytes as the validated model's. An untraced run does none of the traced work."""
 
 import json
 import struct
@@ -49,17 +49,18 @@ def test_a_traced_send_rounds_nothing_and_builds_no_dict_on_the_ops_path(rounds)
 
 
 def test_the_parent_gets_the_transfer_span_and_values_the_rank_used_to_send():
-    sent = []
-    batcher = FragmentBatcher(sent.append, interval_s=3600)
-    tracer = trace.Tracer(rank=1, t0=0.0, sink=batcher)
+    sent, made = [], []
+    batcher = FragmentBatcher(lambda batch: sent.append(trace.seal(batch)), interval_s=3600)  # as the worker's
+    tracer = trace.Tracer(rank=1, t0=0.0, sink=lambda fragment: (made.append(fragment), batcher(fragment)))
     payload = torch.tensor([[0.1234567, -1e-9], [2.0 ** -7, 7.0]], dtype=torch.bfloat16)
     with tracer.span("forward", step=0):
         pass
     tracer.transfer("send", 8, dst=2, chunk=0, tensor="x", values=trace.snapshot(payload), start=1.0, end=2.0)
     tracer.transfer("all_reduce", 16, group="dp", start=2.0, end=3.0)
     tracer.frame("p", "caption")
-    [[fragment]] = sent  # the first fragment leaves at once, its values read on the way out
-    decoded = trace.frame_document([fragment])
+    [[sealed]] = sent  # the first fragment leaves at once, as JSON, its values read on the way out
+    assert all(isinstance(sealed[part], bytes) for part in ("head", "state", "transfers", "spans", "extra"))
+    decoded = json.loads(trace.encode_frame([sealed]))
     assert decoded["transfers"] == [
         {"op": "send", "src": 1, "dst": 2, "bytes": 8, "group": "world", "chunk": 0, "tensor": "x",
          "values": trace.values_of(payload), "start": 1.0, "end": 2.0},
@@ -69,7 +70,31 @@ def test_the_parent_gets_the_transfer_span_and_values_the_rank_used_to_send():
     assert [s["name"] for s in decoded["spans"]] == ["forward", "send→2", "all_reduce"]
     assert decoded["spans"][1] == {"rank": 1, "name": "send→2", "kind": "comm", "start": 1.0, "end": 2.0,
                                    "step": None, "args": {"bytes": 8, "group": "world"}}
-    assert trace.encode_frame([fragment]) == trace.merge_fragments([fragment]).model_dump_json().encode()
+    assert trace.encode_frame([sealed]) == trace.merge_fragments(made).model_dump_json().encode()
+
+
+def _fragment(rank: int, transfers: bool, spans: bool, index: int = 3) -> dict:
+    tracer = trace.Tracer(rank=rank, t0=0.0, sink=None)
+    made = []
+    tracer.sink, tracer.index = made.append, index
+    if spans:
+        with tracer.span("forward", step=0, layer=rank):
+            pass
+    if transfers:
+        tracer.transfer("send", 4 * (rank + 1), dst=(rank + 1) % 3, chunk=rank, tensor="g",
+                        values=trace.snapshot(torch.arange(rank + 1.0)), start=0.5, end=0.75)
+    tracer.frame("ring", f"said by rank {rank}", tensors=[trace.tensor_view("w", "parameters", torch.ones(2) * rank)],
+                 memory={"parameters": 8 * rank}, status=f"rank {rank}", extra={"who": rank},
+                 rank_extra={"parts": [rank]})
+    return made[0]
+
+
+def test_ranks_sealed_parts_splice_into_the_validated_frames_json():
+    """Ranks with and without transfers or spans, in any order: the spliced JSON is the model's, rank 0 speaking."""
+    for shapes in [((True, True), (False, False), (True, False)), ((False, False),) * 3, ((False, True),) * 2]:
+        fragments = [_fragment(rank, *shape) for rank, shape in enumerate(shapes)]
+        sealed = [s for f in reversed(fragments) for s in trace.seal([f])]  # arrival order is not rank order
+        assert trace.encode_frame(sealed) == trace.merge_fragments(fragments).model_dump_json().encode()
 
 
 def test_values_read_in_one_pass_are_round_to_six_places_bit_for_bit():
@@ -105,10 +130,10 @@ def test_a_frame_that_json_cannot_write_as_pydantic_does_takes_the_models_path()
                 "state": {"rank": 0, "tensors": [{"name": "x", "role": "r", "shape": [2], "bytes": 8,
                                                   "values": [float("inf"), 1.0], "shard": None, "note": None}],
                           "memory": {}, "status": None, "extra": {}}}
-    assert trace.encode_frame([fragment]) == trace.merge_fragments([fragment]).model_dump_json().encode()
+    assert trace.encode_frame(trace.seal([fragment])) == trace.merge_fragments([fragment]).model_dump_json().encode()
     fragment["extra"] = {"tensor": torch.ones(1)}  # neither writes an object: the model's error says what is wrong
     with pytest.raises(Exception, match="[Ss]erializ"):
-        trace.encode_frame([fragment])
+        trace.seal([fragment])
 
 
 @pytest.mark.slow
@@ -124,8 +149,9 @@ def test_the_parents_unvalidated_json_is_the_validated_frames_json(pool, name, p
     for fragment in fragments:
         by_index.setdefault(fragment["index"], []).append(fragment)
     assert len(by_index) > 10
-    for parts in by_index.values():
-        assert trace.encode_frame(parts) == trace.merge_fragments(parts).model_dump_json().encode()
+    for parts in by_index.values():  # sealed by the ranks: the spliced JSON, read back by the model, is the same bytes
+        encoded = trace.encode_frame(parts)
+        assert encoded == Frame.model_validate_json(encoded).model_dump_json().encode()
 
 
 # A one-rank world in a fresh interpreter runs DDP's rank program untraced, then traced, counting the traced work.
