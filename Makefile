@@ -29,8 +29,9 @@ $(VSTAMP): package.json package-lock.json scripts/vendor.sh
 run: install
 	$(VENV)/bin/distdeck serve --host $(HOST) --port $(PORT)
 
+# Two pytest sessions side by side, one per core (scripts/test_side_by_side.py says which tests go where).
 test: install
-	$(PY) -m pytest -q -rs
+	$(PY) scripts/test_side_by_side.py -q -rs --durations=15
 
 test-fast: install
 	$(PY) -m pytest -q -m "not browser and not slow"

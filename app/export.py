@@ -38,6 +38,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.content.live import Variants, run_id, source_hash
 from app.content.manifest import ManifestError
@@ -49,6 +50,11 @@ from app.pages.widget import first_frame, render_widget, widget_spec
 from app.settings import Settings
 from simulations import scenarios
 from simulations.frames import SCHEMA_VERSION, RunFile
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from simulations.runtime import Run
 
 # Keep the export small (and `make export` a few minutes): past this, fewer grid variants per slide.
 MAX_RUNS = 150
@@ -184,10 +190,13 @@ def precompress(out: Path) -> None:
 
 def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, variants: Variants = "grid",
                 on_plan: Callable[[int, int], None] | None = None,
-                on_run: Callable[[Wanted, str], None] | None = None) -> ExportReport:
+                on_run: Callable[[Wanted, str], None] | None = None,
+                record: Callable[[str, BaseModel], Run] | None = None) -> ExportReport:
     """Write the static site into `out_dir`. `pool`: a started RankPool (one is started if None and
     something needs recording). `on_plan(to_record, to_reuse)` and `on_run(wanted, "recording" | "done")`
-    report progress. Raises ExportError if a run errors or fails a check (the others are kept)."""
+    report progress. `record(scenario, params)`, if given, makes each finished run instead of a simulate()
+    on the pool: a server's simulator, whose cache then holds the runs for its own pages.
+    Raises ExportError if a run errors or fails a check (the others are kept)."""
     from simulations.runtime import RankPool, simulate
 
     settings = settings or Settings()
@@ -216,7 +225,7 @@ def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, v
 
     failures: list[str] = []
     owned = None
-    if to_record and pool is None:
+    if to_record and pool is None and record is None:
         owned = pool = RankPool(size=settings.pool_size, backend=settings.backend,
                                 job_timeout_s=settings.job_timeout_s)
         pool.start(background=False)
@@ -224,7 +233,7 @@ def export_site(out_dir: Path, *, settings: Settings | None = None, pool=None, v
         for item in to_record:
             if on_run:
                 on_run(item, "recording")
-            run = simulate(pool, item.scenario, item.params)
+            run = record(item.scenario, item.params) if record else simulate(pool, item.scenario, item.params)
             label = f"{item.scenario} {differences(scenarios.get(item.scenario), item.params.model_dump(mode='json'))}"
             if run.error is not None:
                 failures.append(f"{label} ({', '.join(item.where)}): the run failed: {run.error}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -39,6 +40,11 @@ class Engine:
         settings = dict(line.split("=", 1) for line in lines)
         self.command = settings.pop("ENGINE")
         self.env = {**os.environ, **settings}
+        # podman's default network adds a bridge with an address to the host (podman0, 10.88.0.1) when a
+        # container starts: Chromium, driven by the browser tests of the session beside this one
+        # (scripts/test_side_by_side.py), then fails the loads in flight with ERR_NETWORK_CHANGED. slirp4netns
+        # gives the container a network of its own, no host interface, and publishes ports all the same.
+        self.network = ["--network", "slirp4netns"] if self.command == "podman" and shutil.which("slirp4netns") else []
 
     def __call__(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
         return run([self.command, *args], env=self.env, timeout=timeout, check=check)
@@ -75,7 +81,7 @@ class Container:
 def container(engine: Engine) -> Iterator[Container]:
     name, port = f"distdeck-test-{os.getpid()}", free_port()
     started = time.monotonic()
-    engine("run", "--detach", "--name", name, "--publish", f"127.0.0.1:{port}:8000",
+    engine("run", "--detach", "--name", name, *engine.network, "--publish", f"127.0.0.1:{port}:8000",
            "--env", f"DISTDECK_POOL_SIZE={POOL_SIZE}", "--env", f'DISTDECK_FRAME_ANCESTORS=["{FRAME_ANCESTOR}"]',
            IMAGE)
     try:

@@ -49,10 +49,10 @@ def deck_url(servers):
 
 
 @pytest.fixture
-def live_url(servers):
+def live_url(site):
     """The deck server: the app in this process on the session's rank pool, so its live slides run (no second
-    set of ranks)."""
-    return servers.deck_url
+    set of ranks), with the deck's default runs in its cache already (the export made them through it)."""
+    return site.server_url
 
 
 @pytest.fixture

@@ -55,6 +55,14 @@ class DeckServer:
     deck_url: str  # the FastAPI app, with the session's rank pool behind its live slides
     allowed_site: OnePageSite  # may drive the deck by postMessage (the app's postmessage_origins)
     other_site: OnePageSite  # may embed it (frame-ancestors *) but not drive it
+    app: object  # the app itself, for its simulator
+
+    def record(self, name: str, params) -> object:
+        """A finished run made by the server's simulator (cached there, as if a page had asked for it)."""
+        run = self.app.state.simulator.submit(name, params)
+        while not run.done:
+            time.sleep(0.05)
+        return run
 
 
 @dataclass
@@ -80,8 +88,8 @@ def deck_server(pool) -> DeckServer:
             # 127.0.0.2 is loopback too, and a different origin from 127.0.0.1.
             allowed, other = embedding_site("127.0.0.1", url), embedding_site("127.0.0.2", url)
             _shared_stoppers.extend([allowed.close, other.close])
-            _start_app(pool, _shared_stoppers, port=port, postmessage_origins=[allowed.origin])
-            _deck = DeckServer(url, allowed, other)
+            app = _start_app(pool, _shared_stoppers, port=port, postmessage_origins=[allowed.origin])[1]
+            _deck = DeckServer(url, allowed, other, app)
         return _deck
 
 
@@ -104,10 +112,13 @@ def _start(pool) -> Sites:
         atexit.register(shutil.rmtree, _root, True)
     root = _root
     export_dir = root / SUBFOLDER
-    # The export first: it and the server share the pool (its job lock runs one job at a time).
-    export_site(export_dir, settings=Settings(start_pool_on_startup=False), pool=pool, variants="default")
+    # The export's runs are made by the deck server's simulator, so they are in its cache when the tests walk
+    # the live slides on the server (each was run twice, once for each, before).
+    deck = deck_server(pool)
+    export_site(export_dir, settings=Settings(start_pool_on_startup=False), pool=pool, variants="default",
+                record=deck.record)
     checked_runs.note_export(export_dir)
-    server_url = deck_server(pool).deck_url
+    server_url = deck.deck_url
     export_url = _serve_static(root, _shared_stoppers) + f"/{SUBFOLDER}/"
     return Sites(server_url, export_url, export_dir)
 
@@ -115,10 +126,11 @@ def _start(pool) -> Sites:
 def serve_app(pool, **settings) -> str:
     """A server of the test's own: the app in a thread of this process, so it can use the session's pool (no
     second set of ranks); `settings` set more of its Settings (runs_dir=...). Stopped by stop_all()."""
-    return _start_app(pool, _stoppers, **settings)
+    return _start_app(pool, _stoppers, **settings)[0]
 
 
-def _start_app(pool, stoppers: list, port: int | None = None, **settings) -> str:
+def _start_app(pool, stoppers: list, port: int | None = None, **settings) -> tuple[str, object]:
+    """(its URL, the app)"""
     import uvicorn
 
     from app.main import create_app
@@ -151,7 +163,7 @@ def _start_app(pool, stoppers: list, port: int | None = None, **settings) -> str
 
     atexit.register(stop)
     stoppers.append(stop)
-    return url
+    return url, app
 
 
 def _serve_static(root: Path, stoppers: list | None = None) -> str:

@@ -121,6 +121,7 @@ def test_every_live_slide_reads_from_the_back_row_at_1280x720(browser, site):
 
 
 SIZES = [(1280, 720), (1920, 1080), (1024, 768)]
+TWO_FRAMES = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
 RUN_OVER = "(id) => Array.from(document.querySelectorAll(`#${id} .live-sim`))" \
            ".every(e => ['done', 'error', 'unavailable'].includes(e.dataset.status))"
 
@@ -142,9 +143,13 @@ def test_nothing_on_any_slide_is_cut_off(browser, site, size):
             last = page.evaluate("() => window.distdeck.position().stepCount") - 1
             page.evaluate("([id, k]) => { location.hash = `#/${id}/${k}`; }", [slide, last])
             page.wait_for_function("(k) => window.distdeck.position().step === k", arg=last)
-            # A slide's own script may fill it in on a timer (conclusion-measured, each second).
+            # A slide's own script may fill it in on a timer (conclusion-measured, each second); any other slide
+            # is drawn once two frames have been painted (its ResizeObserver's redraw runs before the first).
             scripted = page.evaluate("(id) => Boolean(document.querySelector(`#${id} script`))", slide)
-            page.wait_for_timeout(1_200 if scripted else 150)
+            if scripted:
+                page.wait_for_timeout(1_200)
+            else:
+                page.evaluate(TWO_FRAMES)
             problems += [f"{slide} step {last}: {p}" for p in cut_off(page, slide)]
             if page.evaluate("(id) => { const d = document.querySelectorAll(`#${id} details.sim-checks-line`);"
                              " d.forEach((x) => { x.open = true; }); return d.length; }", slide):
