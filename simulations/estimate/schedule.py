@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulations.scenarios.pipeline_schedules import Action, bubble_formula, depends_on, rank_orders
+from simulations.scenarios.pipeline_schedules import Action, bubble_formula, lay_out, rank_orders
 
 
 @dataclass(frozen=True)
@@ -33,40 +33,12 @@ def run(schedule: str, p: int, m: int, v: int, duration: dict[str, list[float]],
     """Time `schedule` for `p` ranks, `m` micro-batches, `v` stages per rank.
 
     `duration[kind][stage]`: seconds of F, B or W of one micro-batch on that (global) stage;
-    `hop`: seconds for an activation or a gradient to reach the next rank.
+    `hop`: seconds for an activation or a gradient to reach the next rank (none within a rank).
     """
-    orders = rank_orders(schedule, p, m, v)
-    stages = p * v
-    finished: dict[Action, float] = {}
-    position = [0] * p
-    clock = [0.0] * p
-    busy = [0.0] * p
-    spans: list[tuple[int, Action, float, float]] = []
-    remaining = sum(len(o) for o in orders)
-    while remaining:
-        progressed = False
-        for r, order in enumerate(orders):
-            while position[r] < len(order):
-                action = order[position[r]]
-                needed = depends_on(action, stages)
-                ready = 0.0
-                if needed is not None:
-                    done = finished.get(needed)
-                    if done is None:
-                        break
-                    ready = done + (hop if needed.stage % p != action.stage % p else 0.0)
-                start = max(clock[r], ready)
-                length = duration[action.kind][action.stage]
-                clock[r] = finished[action] = start + length
-                busy[r] += length
-                if keep_spans:
-                    spans.append((r, action, start, start + length))
-                position[r] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            raise RuntimeError("schedule deadlocks: an action waits for one that never runs")
-    return Timed(max(clock), busy, spans)
+    laid = lay_out(rank_orders(schedule, p, m, v), p * v, lambda a: duration[a.kind][a.stage],
+                   lambda needed, a: hop if needed.stage % p != a.stage % p else 0.0)
+    spans = [(r, a, laid.starts[a], laid.ends[a]) for r, a in laid.laid] if keep_spans else []
+    return Timed(max(laid.ends.values()), laid.busy, spans)
 
 
 MAX_TIMED_ACTIONS = 20_000

@@ -21,6 +21,7 @@ These orders are the ones torch.distributed.pipelining builds (schedules.py), wr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 
@@ -149,6 +150,55 @@ def bubble_formula(schedule: str, p: int, m: int, v: int = 1) -> tuple[int, int]
     raise ValueError(f"unknown schedule {schedule!r}")
 
 
+class LaidOut(NamedTuple):
+    starts: dict[Action, float]  # when each action starts
+    ends: dict[Action, float]  # when it ends
+    busy: list[float]  # per rank: the sum of its actions' lengths
+    laid: list[tuple[int, Action]]  # (rank, action) in the order they were laid out
+
+
+def lay_out(orders: list[list[Action]], num_stages: int, length: Callable[[Action], float],
+            hop: Callable[[Action, Action], float] | None = None) -> LaidOut:
+    """Lay the ranks' ordered actions out on one processor per rank: an action starts when its rank is free
+    and what it depends on (`depends_on`: the activation from the stage before, the gradient from the stage
+    after) has finished, plus `hop(needed, action)`, the time that result takes to reach it (none if not
+    given). `length(action)`: how long the action runs.
+
+    The live pipeline's replay of its measured durations and the estimator's schedule timing both stand on
+    this one clock (`replay`, simulations.estimate.schedule.run)."""
+    starts: dict[Action, float] = {}
+    ends: dict[Action, float] = {}
+    free = [0.0] * len(orders)
+    busy = [0.0] * len(orders)
+    position = [0] * len(orders)
+    laid: list[tuple[int, Action]] = []
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progressed = False
+        for r, order in enumerate(orders):
+            while position[r] < len(order):
+                action = order[position[r]]
+                needed = depends_on(action, num_stages)
+                ready = 0.0
+                if needed is not None:
+                    done = ends.get(needed)
+                    if done is None:
+                        break  # waits for another rank's action, not yet laid out
+                    ready = done + hop(needed, action) if hop is not None else done
+                start = max(free[r], ready)
+                took = length(action)
+                starts[action] = start
+                free[r] = ends[action] = start + took
+                busy[r] += took
+                laid.append((r, action))
+                position[r] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError("schedule deadlocks: an action waits for one that never runs")
+    return LaidOut(starts, ends, busy, laid)
+
+
 class Replayed(NamedTuple):
     makespan: float  # from the first action's start to the last one's end
     busy: list[float]  # per rank: the sum of its actions' durations
@@ -161,35 +211,12 @@ class Replayed(NamedTuple):
 
 
 def replay(orders: list[list[Action]], durations: dict[Action, float], num_stages: int) -> Replayed:
-    """Lay measured durations out on one processor per rank, in each rank's own order: an action starts when
-    its rank is free and what it depends on (`depends_on`: the activation from the stage before, the
-    gradient from the stage after) has finished; a message arrives the moment it is sent.
+    """The measured durations laid out (`lay_out`), a message arriving the moment it is sent.
 
     This is the schedule's time on p processors that do nothing else, from what each action really cost,
     without the waits a shared machine adds (four ranks on two cores take turns)."""
-    ends: dict[Action, float] = {}
-    starts: dict[Action, float] = {}
-    free = [0.0] * len(orders)
-    position = [0] * len(orders)
-    remaining = sum(len(o) for o in orders)
-    while remaining:
-        progressed = False
-        for r, order in enumerate(orders):
-            while position[r] < len(order):
-                action = order[position[r]]
-                needed = depends_on(action, num_stages)
-                if needed is not None and needed not in ends:
-                    break  # waits for another rank's action, not yet laid out
-                start = max(free[r], ends[needed] if needed is not None else 0.0)
-                starts[action], ends[action] = start, start + durations[action]
-                free[r] = ends[action]
-                position[r] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            raise RuntimeError("schedule deadlocks: an action waits for one that never runs")
-    busy = [sum(durations[a] for a in order) for order in orders]
-    return Replayed(makespan=max(ends.values(), default=0.0), busy=busy, starts=starts)
+    laid = lay_out(orders, num_stages, durations.__getitem__)
+    return Replayed(makespan=max(laid.ends.values(), default=0.0), busy=laid.busy, starts=laid.starts)
 
 
 def replay_bounds(schedule: str, p: int, m: int, forwards: list[float], backwards: list[float]) -> tuple[float, float]:

@@ -160,7 +160,11 @@ model(torch.randn(2, 8)).sum().backward()
 weight = model.layers[0].weight
 assert isinstance(weight, DTensor) and weight.placements == (Replicate(), Shard(0)), weight.placements
 dist.destroy_process_group()
-print("ok")
+print("ok", flush=True)
+# Out without the interpreter's teardown: under load, a thread torch left joinable there aborted the process
+# ("terminate called without an active exception") after "ok", once in a suite run; that is torch's exit,
+# not the slide's code.
+os._exit(0)
 """
 
 
