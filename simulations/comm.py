@@ -23,7 +23,8 @@ def send(t: torch.Tensor, dst: int, group=None, *, chunk: int | None = None, nam
     tr = trace.current()
     start = tr.now()
     dist.send(t, dst=_global(dst, group), group=group)
-    _record_send(tr, t, dst, group, chunk, name, _values(tr, t, show_values), start)
+    end = tr.now()  # the op's time, before its values are read
+    _record_send(tr, t, dst, group, chunk, name, _values(tr, t, show_values), start, end)
 
 
 def recv(t: torch.Tensor, src: int, group=None, *, tag: int = 0) -> torch.Tensor:
@@ -44,7 +45,8 @@ def isend(t: torch.Tensor, dst: int, group=None, *, tag: int = 0, chunk: int | N
     tr = trace.current()
     start = tr.now()
     work = dist.isend(t, dst=_global(dst, group), group=group, tag=tag)
-    _record_send(tr, t, dst, group, chunk, name, _values(tr, t, show_values), start)
+    end = tr.now()
+    _record_send(tr, t, dst, group, chunk, name, _values(tr, t, show_values), start, end)
     return work
 
 
@@ -79,21 +81,21 @@ def sendrecv_async(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: in
     values = _values(tr, send_t, True)
 
     def record() -> None:
-        _record_send(tr, send_t, dst, group, chunk, name, values, start)
+        _record_send(tr, send_t, dst, group, chunk, name, values, start, tr.now())
 
     return PendingSendRecv(reqs, recv_t, record)
 
 
-def _values(tr: trace.Tracer, t: torch.Tensor, show: bool) -> torch.Tensor | None:
-    """A snapshot of the payload (the caller may reuse the buffer once the op returns); read off the op's path."""
-    return trace.snapshot(t) if show and tr.enabled else None
+def _values(tr: trace.Tracer, t: torch.Tensor, show: bool) -> list[float] | None:
+    """The payload's values, read before the caller may reuse the buffer (once the op returns)."""
+    return trace.values_of(t) if show and tr.enabled else None
 
 
 def _record_send(tr: trace.Tracer, t: torch.Tensor, dst: int, group, chunk: int | None, name: str | None,
-                 values: torch.Tensor | None, start: float) -> None:
+                 values: list[float] | None, start: float, end: float) -> None:
     """One message as a transfer: its bytes, its destination as a global rank, its payload when small."""
     tr.transfer("send", _nbytes(t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
-                values=values, start=start, end=tr.now())
+                values=values, start=start, end=end)
 
 
 def _collective(op: str, t_in: torch.Tensor, group, fn) -> None:

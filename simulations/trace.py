@@ -42,111 +42,60 @@ def tensor_bytes(tensors: torch.Tensor | Iterable[torch.Tensor]) -> int:
 
 
 def values_of(t: torch.Tensor, limit: int = MAX_VALUES) -> list[float] | None:
+    """A small tensor's values as fp32 rounded to six places: Python's round(v, 6) of each, bit for bit, in one
+    vectorized pass. A float32 times 10⁶ is exact in float64 (24 + 14 significand bits), so rounding that
+    product half to even and dividing by 10⁶ is what round(v, 6) does. (numpy's rint: torch's round_ on
+    doubles goes element by element on this CPU build, 25x slower; a round() per element, 6x.)"""
     if t.numel() > limit:
         return None
     t = t.detach()
-    if t.dtype != torch.float32:  # no conversions (they cost) when the tensor is already fp32 on the CPU
+    if t.dtype != torch.float32:
         t = t.float()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    return [round(v, 6) for v in t.reshape(-1).tolist()]
-
-
-def snapshot(t: torch.Tensor, limit: int = MAX_VALUES) -> torch.Tensor | None:
-    """A copy of a small tensor's values, to be read later by `resolve_values`: one tensor op, where
-    `values_of` costs several plus a round() per element, on the rank's critical path."""
-    if t.numel() > limit:
-        return None
-    return t.detach().to("cpu", torch.float32, copy=True)
+    # A copy of our own for numpy: numpy on the tensor itself would make its storage unresizable for good (an
+    # all-gather into it later fails), and the ops below work in place.
+    scaled = t.to("cpu", torch.float64, copy=True).numpy().ravel()
+    scaled *= 1e6
+    numpy.rint(scaled, out=scaled)
+    scaled /= 1e6
+    return scaled.tolist()
 
 
 # A transfer as a rank records it: one list, in the fragment's transfers and (as its comm span) in its spans.
-# The parent makes the Transfer and the Span of it (frame_document): nothing on the op's path but an append.
+# Its Transfer and Span are made when the fragment leaves the rank (frame_document): on the op's path, an append.
 _VALUES = 6  # [op, bytes, dst, group, chunk, tensor, values, start, end]
 
 
-class _Piece:
-    """Elements [start, end) of a snapshot that several views share (`shard_views`)."""
-
-    __slots__ = ("snapshot", "start", "end")
-
-    def __init__(self, snapshot: torch.Tensor, start: int, end: int):
-        self.snapshot, self.start, self.end = snapshot, start, end
-
-
-def resolve_values(fragments: list[dict]) -> list[dict]:
-    """Turn the snapshots (`snapshot`, `_Piece`) in these fragments' transfers and tensor views into value
-    lists, all in one pass.
-
-    Equal to `values_of` of each: a float32 times 10⁶ is exact in float64 (24 + 14 significand bits),
-    so rounding that product half to even and dividing by 10⁶ is Python's round(v, 6), bit for bit."""
-    pending: list[tuple[list | dict, int | str]] = []
-    for f in fragments:
-        pending += [(t, _VALUES) for t in f.get("transfers", ())
-                    if isinstance(t, list) and t[_VALUES] is not None and not isinstance(t[_VALUES], list)]
-        pending += [(view, "values") for view in f.get("state", {}).get("tensors", ())
-                    if view["values"] is not None and not isinstance(view["values"], list)]
-    if not pending:
-        return fragments
-    starts: dict[int, int] = {}  # id(snapshot) -> where its values start in the one pass
-    snapshots: list[torch.Tensor] = []
-    total = 0
-    for holder, key in pending:
-        value = holder[key]
-        snap = value.snapshot if isinstance(value, _Piece) else value
-        if id(snap) not in starts:
-            starts[id(snap)], total = total, total + snap.numel()
-            snapshots.append(snap.reshape(-1))
-    # numpy's rint, not torch's round_: on this CPU build torch rounds doubles element by element, 25x slower,
-    # and this pass was most of what tracing cost a rank (issue 32).
-    scaled = torch.cat(snapshots).numpy().astype(numpy.float64) * 1e6
-    values = (numpy.rint(scaled, out=scaled) / 1e6).tolist()
-    for holder, key in pending:
-        value = holder[key]
-        if isinstance(value, _Piece):
-            start = starts[id(value.snapshot)]
-            holder[key] = values[start + value.start:start + value.end]
-        else:
-            start = starts[id(value)]
-            holder[key] = values[start:start + value.numel()]
-    return fragments
-
-
-# On the ranks, frame parts are plain dicts and lists (cheap to build and to pickle); the parent writes
-# each merged frame's JSON in the schema's shape (simulations.frames), and Run.frames validates it when read.
+# On the ranks, frame parts are plain dicts and lists, written as JSON when they leave the rank (`seal`); the
+# parent splices them into each frame's JSON (`encode_frame`), and Run.frames validates it when read.
 
 def tensor_view(name: str, role: str, t: torch.Tensor, *, shard: tuple[int, int] | None = None,
                 note: str | None = None, limit: int = MAX_VALUES) -> dict | None:
     """A TensorView (simulations.frames) of `t`: role, shape, bytes, and its values when small.
-
-    In a traced run the values are a `snapshot`, read when the fragment leaves the rank (`resolve_values`):
-    rounding each value here cost 40 µs a view. In an untraced run there is no frame to show it in: None,
-    at no cost. Outside any run (no tracer), the values are read at once."""
+    In an untraced run there is no frame to show it in: None, at no cost."""
     if _current is not None and not _current.enabled:
         return None
-    values = snapshot(t, limit) if _current is not None else values_of(t, limit)
     return {"name": name, "role": role, "shape": list(t.shape), "bytes": t.numel() * t.element_size(),
-            "values": values, "shard": shard, "note": note}
+            "values": values_of(t, limit), "shard": shard, "note": note}
 
 
 def shard_views(name: str, role: str, whole: torch.Tensor, n: int, *, notes: Sequence[str | None] | None = None,
                 limit: int = MAX_VALUES) -> list[dict | None]:
-    """`tensor_view` of each piece of the 1-D `whole.tensor_split(n)`, named f"{name}[i]", shard (i, n); in a
-    traced run one snapshot of `whole` serves all n (a ring step shows every chunk of its bucket, and n
-    copies were most of a traced step's cost)."""
+    """`tensor_view` of each piece of the 1-D `whole.tensor_split(n)`, named f"{name}[i]", shard (i, n); the
+    values of all n read in one pass over `whole` (a ring step shows every chunk of its bucket, and reading
+    each chunk on its own was most of a traced step's cost)."""
     if _current is not None and not _current.enabled:
         return [None] * n
-    if _current is None or whole.dim() != 1:
+    if whole.dim() != 1:
         return [tensor_view(f"{name}[{i}]", role, piece, shard=(i, n), note=notes[i] if notes else None, limit=limit)
                 for i, piece in enumerate(whole.tensor_split(n))]
     size, longer = divmod(whole.numel(), n)  # as tensor_split cuts: the first `longer` pieces one element longer
-    shared = snapshot(whole, limit=whole.numel()) if size <= limit else None
+    values = values_of(whole, limit=whole.numel()) if size <= limit else None
     views, start = [], 0
     for i in range(n):
         numel = size + (i < longer)
-        values = _Piece(shared, start, start + numel) if shared is not None and numel <= limit else None
         views.append({"name": f"{name}[{i}]", "role": role, "shape": [numel], "bytes": numel * whole.element_size(),
-                      "values": values, "shard": (i, n), "note": notes[i] if notes else None})
+                      "values": values[start:start + numel] if values is not None and numel <= limit else None,
+                      "shard": (i, n), "note": notes[i] if notes else None})
         start += numel
     return views
 
@@ -183,9 +132,8 @@ class Tracer:
 
     def transfer(self, op: str, nbytes: int, *, dst: int | None = None, group: str = "world",
                  chunk: int | None = None, tensor: str | None = None,
-                 values: list[float] | torch.Tensor | None = None, start: float = 0.0, end: float = 0.0) -> None:
-        """One message or collective part. `values` may be a `snapshot`, read when the fragment leaves the
-        rank (`resolve_values`), off the op's path."""
+                 values: list[float] | None = None, start: float = 0.0, end: float = 0.0) -> None:
+        """One message or collective part: its bytes, where it went, when, and its payload's values if small."""
         self.sent[op] += nbytes
         if self.enabled:
             record = [op, nbytes, dst, group, chunk, tensor, values, start, end]
@@ -235,8 +183,7 @@ def _comm_span(rank: int, record: list) -> dict:
 def frame_document(fragments: list[dict]) -> dict:
     """N ranks' fragments of one story point -> the frame as plain data, in Frame's shape (its fields, in its
     order, defaults included). Rank 0 speaks for the caption. Each transfer record becomes its Transfer and
-    its comm Span here, when the fragment leaves the rank (`seal`), off the op's path.
-    The fragments' values must be read already (`resolve_values`)."""
+    its comm Span here, when the fragment leaves the rank (`seal`), off the op's path."""
     fragments = sorted(fragments, key=lambda f: f["rank"])
     lead = fragments[0]
     return {
@@ -267,7 +214,7 @@ def seal(fragments: list[dict]) -> list[dict]:
     whole document. pydantic's serializer writes the plain data as it writes the model; what it cannot write
     (an object) takes the model's path, whose error says what is wrong."""
     sealed = []
-    for fragment in resolve_values(fragments):
+    for fragment in fragments:
         document = frame_document([fragment])
         try:
             parts = _parts(document)

@@ -1,9 +1,10 @@
 """What tracing costs a rank on its critical path, and that the parent still gets the same frames.
 
-A traced send records a one-op snapshot of its payload and a list; the rounding into values and the
-Transfer and Span dicts are made later, when the batch leaves the rank: the values in one pass, then the
-fragment's parts as JSON. The parent splices the ranks' parts into each frame's JSON without decoding or
-validating them (Run.frames validates on read): the same bytes as the validated model's. An untraced run does none of the traced work."""
+A traced send reads its payload's values at once, in one vectorized pass (no round() per element), and
+records a list; the Transfer and Span dicts are made when the batch leaves the rank, with the fragment's
+parts written as JSON. The parent splices the ranks' parts into each frame's JSON without decoding or
+validating them (Run.frames validates on read): the same bytes as the validated model's. An untraced run
+does none of the traced work."""
 
 import json
 import struct
@@ -37,15 +38,15 @@ def rounds(monkeypatch):
     return count
 
 
-def test_a_traced_send_rounds_nothing_and_builds_no_dict_on_the_ops_path(rounds):
+def test_a_traced_send_reads_its_payload_in_one_pass_and_builds_no_dict_on_the_ops_path(rounds):
     tracer = trace.Tracer(rank=2, t0=0.0, sink=None)
     payload = torch.tensor([0.1234567, -2.5, 0.0, 3.0])
-    comm._record_send(tracer, payload, 3, None, 1, "bucket0", comm._values(tracer, payload, True), 0.5)
+    comm._record_send(tracer, payload, 3, None, 1, "bucket0", comm._values(tracer, payload, True), 0.5, 0.75)
     payload.add_(1.0)  # the caller may reuse its buffer once the send returned
     assert rounds[0] == 0
     [record] = tracer._transfers
     assert isinstance(record, list) and tracer._spans == [record]  # one record stands for the transfer and its span
-    assert record[trace._VALUES].tolist() == torch.tensor([0.1234567, -2.5, 0.0, 3.0]).tolist()  # a snapshot
+    assert record[trace._VALUES] == [0.123457, -2.5, 0.0, 3.0] and record[-2:] == [0.5, 0.75]
 
 
 def test_the_parent_gets_the_transfer_span_and_values_the_rank_used_to_send():
@@ -55,7 +56,7 @@ def test_the_parent_gets_the_transfer_span_and_values_the_rank_used_to_send():
     payload = torch.tensor([[0.1234567, -1e-9], [2.0 ** -7, 7.0]], dtype=torch.bfloat16)
     with tracer.span("forward", step=0):
         pass
-    tracer.transfer("send", 8, dst=2, chunk=0, tensor="x", values=trace.snapshot(payload), start=1.0, end=2.0)
+    tracer.transfer("send", 8, dst=2, chunk=0, tensor="x", values=trace.values_of(payload), start=1.0, end=2.0)
     tracer.transfer("all_reduce", 16, group="dp", start=2.0, end=3.0)
     tracer.frame("p", "caption")
     [[sealed]] = sent  # the first fragment leaves at once, as JSON, its values read on the way out
@@ -82,7 +83,7 @@ def _fragment(rank: int, transfers: bool, spans: bool, index: int = 3) -> dict:
             pass
     if transfers:
         tracer.transfer("send", 4 * (rank + 1), dst=(rank + 1) % 3, chunk=rank, tensor="g",
-                        values=trace.snapshot(torch.arange(rank + 1.0)), start=0.5, end=0.75)
+                        values=trace.values_of(torch.arange(rank + 1.0)), start=0.5, end=0.75)
     tracer.frame("ring", f"said by rank {rank}", tensors=[trace.tensor_view("w", "parameters", torch.ones(2) * rank)],
                  memory={"parameters": 8 * rank}, status=f"rank {rank}", extra={"who": rank},
                  rank_extra={"parts": [rank]})
@@ -105,24 +106,25 @@ def test_values_read_in_one_pass_are_round_to_six_places_bit_for_bit():
     parts.append(halfway[halfway.double() * 1e6 % 1 == 0.5])
     assert parts[-1].numel() > 5
     parts.append(torch.tensor([0.0, -0.0, -1e-9, 4.9e-7, -5e-7, float("inf"), -float("inf"), 3.4e38, 1.4e-45]))
+    parts.append(torch.tensor([0.1234567, -1e-9, 2.0 ** -7, 7.0], dtype=torch.bfloat16))  # read as fp32
     for part in parts:
-        chunks = part.split(64)
-        fragment = {"transfers": [[None] * 6 + [trace.snapshot(c)] + [0.0, 0.0] for c in chunks]}
-        trace.resolve_values([fragment])
-        got = [v for record in fragment["transfers"] for v in record[trace._VALUES]]
-        assert _bits(got) == _bits([v for c in chunks for v in trace.values_of(c)])
+        for chunk in part.split(64):
+            expected = [round(v, 6) for v in chunk.float().tolist()]  # Python's own, one value at a time
+            assert _bits(trace.values_of(chunk)) == _bits(expected)
 
 
-def test_one_snapshot_of_a_bucket_reads_every_chunk_as_its_own_view_would():
+def test_one_pass_over_a_bucket_reads_every_chunk_as_its_own_view_would():
     for numel, n in [(7, 3), (64, 8), (130, 8), (513, 8), (600, 8), (5, 1)]:
         whole = torch.randn(numel, generator=torch.Generator().manual_seed(numel))
         notes = [f"part {i}" for i in range(n)]
         with trace.using(trace.Tracer(rank=0, t0=0.0)):
             views = trace.shard_views("bucket", "gradients", whole, n, notes=notes)
-        trace.resolve_values([{"state": {"tensors": views}}])
         each = [trace.tensor_view(f"bucket[{i}]", "gradients", piece, shard=(i, n), note=notes[i])
-                for i, piece in enumerate(whole.tensor_split(n))]  # no tracer: values read at once
+                for i, piece in enumerate(whole.tensor_split(n))]
         assert views == each
+        for view, piece in zip(views, whole.tensor_split(n)):
+            small = piece.numel() <= trace.MAX_VALUES
+            assert view["values"] == ([round(v, 6) for v in piece.tolist()] if small else None)
 
 
 def test_a_frame_that_json_cannot_write_as_pydantic_does_takes_the_models_path():
@@ -166,7 +168,7 @@ _COUNT_TRACED_WORK = textwrap.dedent("""
             counts[name] = counts.get(name, 0) + 1
             return original(*args, **kwargs)
         setattr(owner, name, counted)
-    for name in ("snapshot", "values_of", "tensor_bytes", "shard_views"):
+    for name in ("values_of", "tensor_bytes", "shard_views"):
         counting(trace, name)
     counting(trace.Tracer, "transfer")
     dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
@@ -184,12 +186,22 @@ _COUNT_TRACED_WORK = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_an_untraced_run_does_none_of_the_traced_work():
-    """Counts, not time: an untraced rank makes no snapshot, reads no value, measures no memory and builds no
+    """Counts, not time: an untraced rank reads no value, measures no memory and builds no
     fragment (views included); the same rank traced does all of them (so the counting sees them)."""
     done = subprocess.run([sys.executable, "-c", _COUNT_TRACED_WORK], capture_output=True, text=True, timeout=300,
                           check=True)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     untraced, traced = seen["False"], seen["True"]
-    work = ("snapshot", "values_of", "tensor_bytes", "fragments")
+    work = ("values_of", "tensor_bytes", "fragments")
     assert {key: untraced.get(key, 0) for key in work} == dict.fromkeys(work, 0), untraced
-    assert all(traced.get(key, 0) > 0 for key in ("snapshot", "tensor_bytes", "fragments")), traced
+    assert all(traced.get(key, 0) > 0 for key in work), traced
+
+
+def test_reading_a_tensors_values_leaves_it_as_it_was():
+    """A numpy view of the tensor itself would make its storage unresizable for good: an all-gather into that
+    buffer later failed (HSDP, "Trying to resize storage that is not resizable")."""
+    buffer = torch.randn(8)
+    trace.values_of(buffer)
+    comm._values(trace.Tracer(rank=0, t0=0.0), buffer, True)
+    buffer.resize_(16)  # raises if the storage was pinned
+    assert buffer.numel() == 16
