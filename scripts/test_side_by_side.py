@@ -10,9 +10,9 @@ session keeps what its tests share to itself (its rank pool, its background work
 - the rest: every other test (API, units, planted bugs, the container image, the browser tests with servers
   of their own), a new test file included.
 
-    python scripts/test_side_by_side.py [pytest options...]
+    python scripts/test_side_by_side.py [pytest options...] [test paths...]
 
-The options go to both sessions. Each session's output is printed whole when it ends, so the two never
+The options go to both sessions; named test paths run in one plain pytest session instead. Each session's output is printed whole when it ends, so the two never
 interleave; the exit status is the first failing session's (pytest's own codes), else 0.
 """
 
@@ -38,6 +38,9 @@ NO_TESTS_COLLECTED = 5  # pytest's status when a selection (-k, -m) leaves a ses
 
 
 def main(options: list[str]) -> int:
+    if any(not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in options):
+        # Tests named on the command line: one session runs just those, as pytest itself would.
+        return subprocess.call([sys.executable, "-m", "pytest", *options], cwd=ROOT)
     started = time.monotonic()
     runs = {}
     for name, paths in GROUPS.items():
