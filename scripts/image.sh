@@ -35,11 +35,13 @@ pick_engine() {
 
 # Podman on a restricted host (a sandbox or CI container: no raising of resource limits, no systemd)
 # cannot start a container with its defaults; scripts/containers.conf is the setting that works there.
+# The probe needs no network: podman's default one adds a bridge with an address to the host, and a
+# browser running beside it (the tests, side by side) fails its loads with ERR_NETWORK_CHANGED.
 use_containers_conf_if_needed() {
   [ "$ENGINE" = podman ] && [ -z "${CONTAINERS_CONF:-}" ] || return 0
-  podman run --rm "$BASE" true >/dev/null 2>&1 && return 0
+  podman run --rm --network none "$BASE" true >/dev/null 2>&1 && return 0
   export CONTAINERS_CONF=$PWD/scripts/containers.conf
-  podman run --rm "$BASE" true >/dev/null \
+  podman run --rm --network none "$BASE" true >/dev/null \
     || die "podman cannot start a container, even with $CONTAINERS_CONF (is runc installed?)"
   say "podman needs $CONTAINERS_CONF on this host (restricted resource limits, no systemd)"
 }
