@@ -41,28 +41,53 @@ def tensor_bytes(tensors: torch.Tensor | Iterable[torch.Tensor]) -> int:
     return sum(seen.values())
 
 
-def values_of(t: torch.Tensor, limit: int = MAX_VALUES) -> list[float] | None:
-    """A small tensor's values as fp32 rounded to six places: Python's round(v, 6) of each, bit for bit, in one
-    vectorized pass. A float32 times 10⁶ is exact in float64 (24 + 14 significand bits), so rounding that
-    product half to even and dividing by 10⁶ is what round(v, 6) does. (numpy's rint: torch's round_ on
-    doubles goes element by element on this CPU build, 25x slower; a round() per element, 6x.)"""
+def snapshot(t: torch.Tensor, limit: int = MAX_VALUES) -> torch.Tensor | None:
+    """A small tensor's values as they are now, kept to be read when the fragment leaves the rank (`seal`):
+    an fp32 copy on the CPU (the caller may change the tensor once the op returned). None above `limit`.
+
+    A copy is all a traced op pays on its path: reading values (rounding, Python floats) and making the views'
+    dicts waits for the batch, where one pass reads them all (issue 32: per frame, on the ranks' path, it was
+    most of what tracing cost)."""
     if t.numel() > limit:
         return None
-    t = t.detach()
-    if t.dtype != torch.float32:
-        t = t.float()
-    # A copy of our own for numpy: numpy on the tensor itself would make its storage unresizable for good (an
-    # all-gather into it later fails), and the ops below work in place.
-    scaled = t.to("cpu", torch.float64, copy=True).numpy().ravel()
+    if t.requires_grad:
+        t = t.detach()
+    if t.dtype is torch.float32 and t.is_cpu:
+        return t.clone()
+    return t.to("cpu", torch.float32)  # another dtype or device: a copy as it converts
+
+
+def read_values(snapshots: Sequence[torch.Tensor]) -> list[list[float]]:
+    """Snapshots' values, flattened, as fp32 rounded to six places: Python's round(v, 6) of each, bit for bit, in
+    one vectorized pass over them all. A float32 times 10⁶ is exact in float64 (24 + 14 significand bits), so
+    rounding that product half to even and dividing by 10⁶ is what round(v, 6) does. (numpy's rint: torch's
+    round_ on doubles goes element by element on this CPU build, 25x slower; a round() per element, 6x.)"""
+    if not snapshots:
+        return []
+    whole = torch.cat([s if s.dim() == 1 else s.reshape(-1) for s in snapshots])
+    # A tensor of our own for numpy (numpy on a tensor makes its storage unresizable for good).
+    scaled = whole.to(torch.float64).numpy()
     scaled *= 1e6
     numpy.rint(scaled, out=scaled)
     scaled /= 1e6
-    return scaled.tolist()
+    values = scaled.tolist()
+    out, start = [], 0
+    for s in snapshots:
+        end = start + s.numel()
+        out.append(values[start:end])
+        start = end
+    return out
+
+
+def values_of(t: torch.Tensor, limit: int = MAX_VALUES) -> list[float] | None:
+    """A small tensor's values now, as `seal` will read its snapshot (None above `limit`)."""
+    kept = snapshot(t, limit)
+    return None if kept is None else read_values([kept])[0]
 
 
 # A transfer as a rank records it: one list, in the fragment's transfers and (as its comm span) in its spans.
 # Its Transfer and Span are made when the fragment leaves the rank (frame_document): on the op's path, an append.
-_VALUES = 6  # [op, bytes, dst, group, chunk, tensor, values, start, end]
+_VALUES = 6  # [op, bytes, dst, group, chunk, tensor, values, start, end]; values: a snapshot, read at `seal`
 
 
 # On the ranks, frame parts are plain dicts and lists, written as JSON when they leave the rank (`seal`); the
@@ -70,34 +95,84 @@ _VALUES = 6  # [op, bytes, dst, group, chunk, tensor, values, start, end]
 
 def tensor_view(name: str, role: str, t: torch.Tensor, *, shard: tuple[int, int] | None = None,
                 note: str | None = None, limit: int = MAX_VALUES) -> dict | None:
-    """A TensorView (simulations.frames) of `t`: role, shape, bytes, and its values when small.
-    In an untraced run there is no frame to show it in: None, at no cost."""
+    """A TensorView (simulations.frames) of `t`: role, shape, bytes, and its values when small (a snapshot
+    until the fragment is sealed). In an untraced run there is no frame to show it in: None, at no cost."""
     if _current is not None and not _current.enabled:
         return None
     return {"name": name, "role": role, "shape": list(t.shape), "bytes": t.numel() * t.element_size(),
-            "values": values_of(t, limit), "shard": shard, "note": note}
+            "values": snapshot(t, limit), "shard": shard, "note": note}
+
+
+class _Pieces:
+    """Stands for shard_views' n views in a fragment until it is sealed: one snapshot of the whole, cut then."""
+
+    __slots__ = ("name", "role", "values", "numel", "itemsize", "n", "notes", "limit")
+
+    def __init__(self, name: str, role: str, whole: torch.Tensor, n: int, notes: Sequence[str | None] | None,
+                 limit: int):
+        self.name, self.role, self.n, self.notes, self.limit = name, role, n, notes, limit
+        self.numel, self.itemsize = whole.numel(), whole.element_size()
+        # the values of all n read in one pass (reading each piece on its own was most of a ring step's cost)
+        self.values = snapshot(whole, limit=self.numel) if self.numel // n <= limit else None
+
+    def views(self) -> list[dict]:
+        """The n TensorViews, as tensor_view of each piece of whole.tensor_split(n) would make them."""
+        size, longer = divmod(self.numel, self.n)  # as tensor_split cuts: the first `longer` pieces one longer
+        views, start = [], 0
+        for i in range(self.n):
+            numel = size + (i < longer)
+            views.append({"name": f"{self.name}[{i}]", "role": self.role, "shape": [numel],
+                          "bytes": numel * self.itemsize,
+                          "values": self.values[start:start + numel] if self.values is not None
+                          and numel <= self.limit else None,
+                          "shard": (i, self.n), "note": self.notes[i] if self.notes else None})
+            start += numel
+        return views
 
 
 def shard_views(name: str, role: str, whole: torch.Tensor, n: int, *, notes: Sequence[str | None] | None = None,
-                limit: int = MAX_VALUES) -> list[dict | None]:
-    """`tensor_view` of each piece of the 1-D `whole.tensor_split(n)`, named f"{name}[i]", shard (i, n); the
-    values of all n read in one pass over `whole` (a ring step shows every chunk of its bucket, and reading
-    each chunk on its own was most of a traced step's cost)."""
+                limit: int = MAX_VALUES) -> list:
+    """`tensor_view` of each piece of the 1-D `whole.tensor_split(n)`, named f"{name}[i]", shard (i, n), for a
+    frame's `tensors` (a ring step shows every chunk of its bucket). On the rank's path one snapshot of the whole
+    stands for them; the n views are made when the fragment is sealed."""
     if _current is not None and not _current.enabled:
         return [None] * n
     if whole.dim() != 1:
         return [tensor_view(f"{name}[{i}]", role, piece, shard=(i, n), note=notes[i] if notes else None, limit=limit)
                 for i, piece in enumerate(whole.tensor_split(n))]
-    size, longer = divmod(whole.numel(), n)  # as tensor_split cuts: the first `longer` pieces one element longer
-    values = values_of(whole, limit=whole.numel()) if size <= limit else None
-    views, start = [], 0
-    for i in range(n):
-        numel = size + (i < longer)
-        views.append({"name": f"{name}[{i}]", "role": role, "shape": [numel], "bytes": numel * whole.element_size(),
-                      "values": values[start:start + numel] if values is not None and numel <= limit else None,
-                      "shard": (i, n), "note": notes[i] if notes else None})
-        start += numel
-    return views
+    return [_Pieces(name, role, whole, n, notes, limit)]
+
+
+def read_fragments(fragments: Iterable[dict]) -> None:
+    """Make fragments as the tracer left them plain data, in place: every snapshot's values read in one pass,
+    each _Pieces cut into its views. What is already plain stays as it is."""
+    fragments = list(fragments)
+    kept, owners = [], []
+    for fragment in fragments:
+        for view in fragment["state"]["tensors"]:
+            if isinstance(view, _Pieces | dict) and isinstance(values := _get(view), torch.Tensor):
+                kept.append(values)
+                owners.append(view)
+        for record in fragment["transfers"]:
+            if isinstance(record, list) and isinstance(record[_VALUES], torch.Tensor):
+                kept.append(record[_VALUES])
+                owners.append(record)
+    for owner, values in zip(owners, read_values(kept), strict=True):
+        if isinstance(owner, list):
+            owner[_VALUES] = values
+        elif isinstance(owner, dict):
+            owner["values"] = values
+        else:
+            owner.values = values
+    for fragment in fragments:
+        state = fragment["state"]
+        if any(isinstance(view, _Pieces) for view in state["tensors"]):
+            state["tensors"] = [v for view in state["tensors"]
+                                for v in (view.views() if isinstance(view, _Pieces) else (view,))]
+
+
+def _get(view: _Pieces | dict):
+    return view["values"] if isinstance(view, dict) else view.values
 
 
 class Tracer:
@@ -132,7 +207,7 @@ class Tracer:
 
     def transfer(self, op: str, nbytes: int, *, dst: int | None = None, group: str = "world",
                  chunk: int | None = None, tensor: str | None = None,
-                 values: list[float] | None = None, start: float = 0.0, end: float = 0.0) -> None:
+                 values: torch.Tensor | list[float] | None = None, start: float = 0.0, end: float = 0.0) -> None:
         """One message or collective part: its bytes, where it went, when, and its payload's values if small."""
         self.sent[op] += nbytes
         if self.enabled:
@@ -184,6 +259,12 @@ def frame_document(fragments: list[dict]) -> dict:
     """N ranks' fragments of one story point -> the frame as plain data, in Frame's shape (its fields, in its
     order, defaults included). Rank 0 speaks for the caption. Each transfer record becomes its Transfer and
     its comm Span here, when the fragment leaves the rank (`seal`), off the op's path."""
+    read_fragments(fragments)
+    return _document(fragments)
+
+
+def _document(fragments: list[dict]) -> dict:
+    """frame_document of fragments already read (`read_fragments`)."""
     fragments = sorted(fragments, key=lambda f: f["rank"])
     lead = fragments[0]
     return {
@@ -213,9 +294,10 @@ def seal(fragments: list[dict]) -> list[dict]:
     the fragment's own frame document (`frame_document` of it alone), so the spliced frame is that of the
     whole document. pydantic's serializer writes the plain data as it writes the model; what it cannot write
     (an object) takes the model's path, whose error says what is wrong."""
+    read_fragments(fragments)  # the batch's values, in one pass
     sealed = []
     for fragment in fragments:
-        document = frame_document([fragment])
+        document = _document([fragment])
         try:
             parts = _parts(document)
         except pydantic_core.PydanticSerializationError:

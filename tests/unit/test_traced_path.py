@@ -1,8 +1,8 @@
 """What tracing costs a rank on its critical path, and that the parent still gets the same frames.
 
-A traced send reads its payload's values at once, in one vectorized pass (no round() per element), and
-records a list; the Transfer and Span dicts are made when the batch leaves the rank, with the fragment's
-parts written as JSON. The parent splices the ranks' parts into each frame's JSON without decoding or
+A traced send keeps a copy of its payload and records a list; a ring step's views are one copy of the bucket.
+When the batch leaves the rank, every copy's values are read in one vectorized pass (no round() per
+element), the Transfer, Span and view dicts are made, and the fragment's parts written as JSON. The parent splices the ranks' parts into each frame's JSON without decoding or
 validating them (Run.frames validates on read): the same bytes as the validated model's. An untraced run
 does none of the traced work."""
 
@@ -38,15 +38,19 @@ def rounds(monkeypatch):
     return count
 
 
-def test_a_traced_send_reads_its_payload_in_one_pass_and_builds_no_dict_on_the_ops_path(rounds):
-    tracer = trace.Tracer(rank=2, t0=0.0, sink=None)
+def test_a_traced_send_keeps_a_copy_of_its_payload_and_builds_no_dict_on_the_ops_path(rounds):
+    made = []
+    tracer = trace.Tracer(rank=2, t0=0.0, sink=made.append)
     payload = torch.tensor([0.1234567, -2.5, 0.0, 3.0])
     comm._record_send(tracer, payload, 3, None, 1, "bucket0", comm._values(tracer, payload, True), 0.5, 0.75)
     payload.add_(1.0)  # the caller may reuse its buffer once the send returned
-    assert rounds[0] == 0
     [record] = tracer._transfers
     assert isinstance(record, list) and tracer._spans == [record]  # one record stands for the transfer and its span
-    assert record[trace._VALUES] == [0.123457, -2.5, 0.0, 3.0] and record[-2:] == [0.5, 0.75]
+    assert isinstance(record[trace._VALUES], torch.Tensor) and record[-2:] == [0.5, 0.75]  # not read yet
+    tracer.frame("p", "caption")
+    trace.seal(made)  # read when the fragment leaves the rank: the payload as it was sent
+    assert record[trace._VALUES] == [0.123457, -2.5, 0.0, 3.0]
+    assert rounds[0] == 0
 
 
 def test_the_parent_gets_the_transfer_span_and_values_the_rank_used_to_send():
@@ -113,16 +117,26 @@ def test_values_read_in_one_pass_are_round_to_six_places_bit_for_bit():
             assert _bits(trace.values_of(chunk)) == _bits(expected)
 
 
+def _read(views: list) -> list[dict]:
+    """Views as a sealed fragment carries them."""
+    fragment = {"state": {"tensors": views}, "transfers": []}
+    trace.read_fragments([fragment])
+    return fragment["state"]["tensors"]
+
+
 def test_one_pass_over_a_bucket_reads_every_chunk_as_its_own_view_would():
-    for numel, n in [(7, 3), (64, 8), (130, 8), (513, 8), (600, 8), (5, 1)]:
+    for numel, n in [(7, 3), (64, 8), (130, 8), (513, 8), (520, 8), (600, 8), (5, 1)]:
         whole = torch.randn(numel, generator=torch.Generator().manual_seed(numel))
         notes = [f"part {i}" for i in range(n)]
         with trace.using(trace.Tracer(rank=0, t0=0.0)):
             views = trace.shard_views("bucket", "gradients", whole, n, notes=notes)
-        each = [trace.tensor_view(f"bucket[{i}]", "gradients", piece, shard=(i, n), note=notes[i])
-                for i, piece in enumerate(whole.tensor_split(n))]
+            each = [trace.tensor_view(f"bucket[{i}]", "gradients", piece, shard=(i, n), note=notes[i])
+                    for i, piece in enumerate(whole.tensor_split(n))]
+        original = whole.clone()
+        whole.add_(1.0)  # the next ring step changes the bucket: the views show it as it was
+        views, each = _read(views), _read(each)
         assert views == each
-        for view, piece in zip(views, whole.tensor_split(n)):
+        for view, piece in zip(views, original.tensor_split(n), strict=True):
             small = piece.numel() <= trace.MAX_VALUES
             assert view["values"] == ([round(v, 6) for v in piece.tolist()] if small else None)
 
@@ -168,7 +182,7 @@ _COUNT_TRACED_WORK = textwrap.dedent("""
             counts[name] = counts.get(name, 0) + 1
             return original(*args, **kwargs)
         setattr(owner, name, counted)
-    for name in ("values_of", "tensor_bytes", "shard_views"):
+    for name in ("snapshot", "tensor_bytes", "shard_views"):
         counting(trace, name)
     counting(trace.Tracer, "transfer")
     dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
@@ -186,13 +200,13 @@ _COUNT_TRACED_WORK = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_an_untraced_run_does_none_of_the_traced_work():
-    """Counts, not time: an untraced rank reads no value, measures no memory and builds no
+    """Counts, not time: an untraced rank copies no value, measures no memory and builds no
     fragment (views included); the same rank traced does all of them (so the counting sees them)."""
     done = subprocess.run([sys.executable, "-c", _COUNT_TRACED_WORK], capture_output=True, text=True, timeout=300,
                           check=True)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     untraced, traced = seen["False"], seen["True"]
-    work = ("values_of", "tensor_bytes", "fragments")
+    work = ("snapshot", "tensor_bytes", "fragments")
     assert {key: untraced.get(key, 0) for key in work} == dict.fromkeys(work, 0), untraced
     assert all(traced.get(key, 0) > 0 for key in work), traced
 
