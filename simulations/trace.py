@@ -11,6 +11,7 @@ here returns at once, so the same code runs untraced.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -117,17 +118,26 @@ class _Pieces:
 
     def views(self) -> list[dict]:
         """The n TensorViews, as tensor_view of each piece of whole.tensor_split(n) would make them."""
-        size, longer = divmod(self.numel, self.n)  # as tensor_split cuts: the first `longer` pieces one longer
-        views, start = [], 0
-        for i in range(self.n):
-            numel = size + (i < longer)
-            views.append({"name": f"{self.name}[{i}]", "role": self.role, "shape": [numel],
-                          "bytes": numel * self.itemsize,
-                          "values": self.values[start:start + numel] if self.values is not None
-                          and numel <= self.limit else None,
-                          "shard": (i, self.n), "note": self.notes[i] if self.notes else None})
-            start += numel
-        return views
+        values, notes = self.values, self.notes
+        return [{**head, "values": values[start:end] if values is not None and read else None, "shard": shard,
+                 "note": notes[i] if notes else None}
+                for i, (head, start, end, read, shard) in enumerate(
+                    _cuts(self.name, self.role, self.numel, self.itemsize, self.n, self.limit))]
+
+
+@functools.cache
+def _cuts(name: str, role: str, numel: int, itemsize: int, n: int, limit: int) -> tuple:
+    """What does not change from one ring step to the next: each piece's name, role, shape and bytes, where its
+    values start and end in the whole's, whether they travel, its shard. As tensor_split cuts: the first
+    numel mod n pieces one element longer."""
+    size, longer = divmod(numel, n)
+    cuts, start = [], 0
+    for i in range(n):
+        length = size + (i < longer)
+        head = {"name": f"{name}[{i}]", "role": role, "shape": [length], "bytes": length * itemsize}
+        cuts.append((head, start, start + length, length <= limit, (i, n)))
+        start += length
+    return tuple(cuts)
 
 
 def shard_views(name: str, role: str, whole: torch.Tensor, n: int, *, notes: Sequence[str | None] | None = None,
@@ -292,27 +302,31 @@ def seal(fragments: list[dict]) -> list[dict]:
     Unpickling fragments as dicts and lists and writing them again as JSON was most of the parent's work in a
     traced run (issue 32), and the parent shares the cores with the ranks whose time it shows. The parts are
     the fragment's own frame document (`frame_document` of it alone), so the spliced frame is that of the
-    whole document. pydantic's serializer writes the plain data as it writes the model; what it cannot write
-    (an object) takes the model's path, whose error says what is wrong."""
+    whole document; only rank 0's head and extra are written, as only rank 0 speaks for them. pydantic's
+    serializer writes the plain data as it writes the model; what it cannot write (an object) takes the
+    model's path, whose error says what is wrong."""
     read_fragments(fragments)  # the batch's values, in one pass
     sealed = []
     for fragment in fragments:
         document = _document([fragment])
         try:
-            parts = _parts(document)
+            parts = _parts(document, lead=fragment["rank"] == 0)
         except pydantic_core.PydanticSerializationError:
-            parts = _parts(Frame.model_validate(document).model_dump(mode="json"))
+            parts = _parts(Frame.model_validate(document).model_dump(mode="json"), lead=fragment["rank"] == 0)
         sealed.append({"index": fragment["index"], "rank": fragment["rank"], **parts})
     return sealed
 
 
-def _parts(document: dict) -> dict[str, bytes]:
-    """One rank's frame document -> the JSON of what `encode_frame` joins: the head (`{"index":…,"caption":…`
-    without its closing brace), the rank's state, its transfers and spans (array items, no brackets), extra."""
-    head = {key: document[key] for key in ("index", "phase", "caption")}
-    return {"head": _to_json(head)[:-1], "state": _to_json(document["ranks"][0]),
-            "transfers": _to_json(document["transfers"])[1:-1], "spans": _to_json(document["spans"])[1:-1],
-            "extra": _to_json(document["extra"])}
+def _parts(document: dict, lead: bool) -> dict[str, bytes]:
+    """One rank's frame document -> the JSON of what `encode_frame` joins: the rank's state, its transfers and
+    spans (array items, no brackets), and for the lead (rank 0) the head (`{"index":…,"caption":…` without its
+    closing brace) and the extra."""
+    parts = {"state": _to_json(document["ranks"][0]), "transfers": _to_json(document["transfers"])[1:-1],
+             "spans": _to_json(document["spans"])[1:-1]}
+    if lead:
+        parts["head"] = _to_json({key: document[key] for key in ("index", "phase", "caption")})[:-1]
+        parts["extra"] = _to_json(document["extra"])
+    return parts
 
 
 def encode_frame(sealed: list[dict]) -> bytes:
@@ -321,6 +335,8 @@ def encode_frame(sealed: list[dict]) -> bytes:
     (a run's frames are validated when read, Run.frames). Rank 0 speaks for the caption and the extra."""
     sealed = sorted(sealed, key=lambda f: f["rank"])
     lead = sealed[0]
+    if lead["rank"] != 0:
+        raise ValueError(f"frame {lead['index']} has no part of rank 0, which speaks for its caption")
     return b"".join((
         lead["head"], b',"ranks":[', b",".join(f["state"] for f in sealed),
         b'],"transfers":[', b",".join(f["transfers"] for f in sealed if f["transfers"]),

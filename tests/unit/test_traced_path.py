@@ -56,7 +56,7 @@ def test_a_traced_send_keeps_a_copy_of_its_payload_and_builds_no_dict_on_the_ops
 def test_the_parent_gets_the_transfer_span_and_values_the_rank_used_to_send():
     sent, made = [], []
     batcher = FragmentBatcher(lambda batch: sent.append(trace.seal(batch)), interval_s=3600)  # as the worker's
-    tracer = trace.Tracer(rank=1, t0=0.0, sink=lambda fragment: (made.append(fragment), batcher(fragment)))
+    tracer = trace.Tracer(rank=0, t0=0.0, sink=lambda fragment: (made.append(fragment), batcher(fragment)))
     payload = torch.tensor([[0.1234567, -1e-9], [2.0 ** -7, 7.0]], dtype=torch.bfloat16)
     with tracer.span("forward", step=0):
         pass
@@ -67,13 +67,13 @@ def test_the_parent_gets_the_transfer_span_and_values_the_rank_used_to_send():
     assert all(isinstance(sealed[part], bytes) for part in ("head", "state", "transfers", "spans", "extra"))
     decoded = json.loads(trace.encode_frame([sealed]))
     assert decoded["transfers"] == [
-        {"op": "send", "src": 1, "dst": 2, "bytes": 8, "group": "world", "chunk": 0, "tensor": "x",
+        {"op": "send", "src": 0, "dst": 2, "bytes": 8, "group": "world", "chunk": 0, "tensor": "x",
          "values": trace.values_of(payload), "start": 1.0, "end": 2.0},
-        {"op": "all_reduce", "src": 1, "dst": None, "bytes": 16, "group": "dp", "chunk": None, "tensor": None,
+        {"op": "all_reduce", "src": 0, "dst": None, "bytes": 16, "group": "dp", "chunk": None, "tensor": None,
          "values": None, "start": 2.0, "end": 3.0}]
     assert _bits(decoded["transfers"][0]["values"]) == _bits(trace.values_of(payload))
     assert [s["name"] for s in decoded["spans"]] == ["forward", "send→2", "all_reduce"]
-    assert decoded["spans"][1] == {"rank": 1, "name": "send→2", "kind": "comm", "start": 1.0, "end": 2.0,
+    assert decoded["spans"][1] == {"rank": 0, "name": "send→2", "kind": "comm", "start": 1.0, "end": 2.0,
                                    "step": None, "args": {"bytes": 8, "group": "world"}}
     assert trace.encode_frame([sealed]) == trace.merge_fragments(made).model_dump_json().encode()
 
@@ -100,6 +100,14 @@ def test_ranks_sealed_parts_splice_into_the_validated_frames_json():
         fragments = [_fragment(rank, *shape) for rank, shape in enumerate(shapes)]
         sealed = [s for f in reversed(fragments) for s in trace.seal([f])]  # arrival order is not rank order
         assert trace.encode_frame(sealed) == trace.merge_fragments(fragments).model_dump_json().encode()
+
+
+def test_only_rank_0_writes_the_caption_and_a_frame_without_it_says_so():
+    fragments = [_fragment(rank, True, True) for rank in range(3)]
+    sealed = trace.seal(fragments)
+    assert ["head" in s for s in sealed] == [True, False, False]
+    with pytest.raises(ValueError, match="no part of rank 0"):
+        trace.encode_frame(sealed[1:])
 
 
 def test_values_read_in_one_pass_are_round_to_six_places_bit_for_bit():
