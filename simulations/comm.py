@@ -86,14 +86,14 @@ def sendrecv_async(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: in
     return PendingSendRecv(reqs, recv_t, record)
 
 
-def _values(tr: trace.Tracer, t: torch.Tensor, show: bool) -> torch.Tensor | None:
+def _values(tr: trace.Tracer, t: torch.Tensor, show: bool) -> trace.Snapshot | None:
     """The payload's values, kept (a snapshot, read when the fragment leaves the rank) before the caller may
     reuse the buffer (once the op returns)."""
     return trace.snapshot(t) if show and tr.enabled else None
 
 
 def _record_send(tr: trace.Tracer, t: torch.Tensor, dst: int, group, chunk: int | None, name: str | None,
-                 values: torch.Tensor | None, start: float, end: float) -> None:
+                 values: trace.Snapshot | None, start: float, end: float) -> None:
     """One message as a transfer: its bytes, its destination as a global rank, its payload when small."""
     tr.transfer("send", _nbytes(t), dst=_global(dst, group), group=_name(group), chunk=chunk, tensor=name,
                 values=values, start=start, end=end)

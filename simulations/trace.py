@@ -11,6 +11,7 @@ here returns at once, so the same code runs untraced.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import time
 from collections import Counter
@@ -42,41 +43,73 @@ def tensor_bytes(tensors: torch.Tensor | Iterable[torch.Tensor]) -> int:
     return sum(seen.values())
 
 
-def snapshot(t: torch.Tensor, limit: int = MAX_VALUES) -> torch.Tensor | None:
-    """A small tensor's values as they are now, kept to be read when the fragment leaves the rank (`seal`):
-    an fp32 copy on the CPU (the caller may change the tensor once the op returned). None above `limit`.
+class Snapshot:
+    """A small tensor's values as they were when a traced op saw them: a range of an fp32 buffer, read when the
+    fragment leaves the rank (`read_fragments`)."""
 
-    A copy is all a traced op pays on its path: reading values (rounding, Python floats) and making the views'
-    dicts waits for the batch, where one pass reads them all (issue 32: per frame, on the ranks' path, it was
-    most of what tracing cost)."""
+    __slots__ = ("buffer", "start", "end")
+
+    def __init__(self, buffer: numpy.ndarray, start: int, end: int):
+        self.buffer, self.start, self.end = buffer, start, end
+
+
+class _Buffers:
+    """Where a process's snapshots go: float32 buffers filled in order, a new one when one is full (a sealed
+    batch's ranges are only read, so nothing is ever freed by hand: a buffer goes with its last Snapshot).
+
+    A snapshot is one memmove, on the op's path: no torch op, so no dispatch, allocation or tensor object
+    (issue 32: a clone per traced op cost 3 µs warm and five times that in a run, where every rank's caches
+    are cold after the others ran); `read_values` then reads a batch's ranges of a buffer in one numpy pass."""
+
+    SIZE = 1 << 16  # floats: 256 KiB, a few hundred ring steps
+
+    def __init__(self) -> None:
+        self.buffer = numpy.empty(0, numpy.float32)
+        self.address = self.used = 0
+
+    def keep(self, t: torch.Tensor) -> Snapshot:
+        if not (t.dtype is torch.float32 and t.is_cpu and t.is_contiguous()):
+            t = t.detach().to("cpu", torch.float32).contiguous()  # another dtype, device or layout: a copy first
+        n = t.numel()
+        if self.used + n > len(self.buffer):
+            self.buffer = numpy.empty(max(self.SIZE, n), numpy.float32)
+            self.address, self.used = self.buffer.ctypes.data, 0
+        start = self.used
+        ctypes.memmove(self.address + 4 * start, t.data_ptr(), 4 * n)
+        self.used = start + n
+        return Snapshot(self.buffer, start, start + n)
+
+
+_buffers = _Buffers()
+
+
+def snapshot(t: torch.Tensor, limit: int = MAX_VALUES) -> Snapshot | None:
+    """A small tensor's values as they are now, kept to be read when the fragment leaves the rank (`seal`): the
+    caller may change the tensor once the op returned. None above `limit`. Reading values (rounding, Python
+    floats) and making the views' dicts waits for the batch, where one pass reads them all."""
     if t.numel() > limit:
         return None
-    if t.requires_grad:
-        t = t.detach()
-    if t.dtype is torch.float32 and t.is_cpu:
-        return t.clone()
-    return t.to("cpu", torch.float32)  # another dtype or device: a copy as it converts
+    return _buffers.keep(t)
 
 
-def read_values(snapshots: Sequence[torch.Tensor]) -> list[list[float]]:
-    """Snapshots' values, flattened, as fp32 rounded to six places: Python's round(v, 6) of each, bit for bit, in
-    one vectorized pass over them all. A float32 times 10⁶ is exact in float64 (24 + 14 significand bits), so
-    rounding that product half to even and dividing by 10⁶ is what round(v, 6) does. (numpy's rint: torch's
-    round_ on doubles goes element by element on this CPU build, 25x slower; a round() per element, 6x.)"""
-    if not snapshots:
-        return []
-    whole = torch.cat([s if s.dim() == 1 else s.reshape(-1) for s in snapshots])
-    # A tensor of our own for numpy (numpy on a tensor makes its storage unresizable for good).
-    scaled = whole.to(torch.float64).numpy()
-    scaled *= 1e6
-    numpy.rint(scaled, out=scaled)
-    scaled /= 1e6
-    values = scaled.tolist()
-    out, start = [], 0
+def read_values(snapshots: Sequence[Snapshot]) -> list[list[float]]:
+    """Snapshots' values as fp32 rounded to six places: Python's round(v, 6) of each, bit for bit, in one
+    vectorized pass per buffer. A float32 times 10⁶ is exact in float64 (24 + 14 significand bits), so rounding
+    that product half to even and dividing by 10⁶ is what round(v, 6) does. (numpy's rint: torch's round_ on
+    doubles goes element by element on this CPU build, 25x slower; a round() per element, 6x.)"""
+    read: dict[int, tuple[int, list[float]]] = {}  # id(buffer) -> (first index read, its values from there)
+    for buffer in {id(s.buffer): s.buffer for s in snapshots}.values():
+        ranges = [s for s in snapshots if s.buffer is buffer]
+        low, high = min(s.start for s in ranges), max(s.end for s in ranges)
+        scaled = buffer[low:high].astype(numpy.float64)
+        scaled *= 1e6
+        numpy.rint(scaled, out=scaled)
+        scaled /= 1e6
+        read[id(buffer)] = (low, scaled.tolist())
+    out = []
     for s in snapshots:
-        end = start + s.numel()
-        out.append(values[start:end])
-        start = end
+        low, values = read[id(s.buffer)]
+        out.append(values[s.start - low:s.end - low])
     return out
 
 
@@ -160,11 +193,11 @@ def read_fragments(fragments: Iterable[dict]) -> None:
     kept, owners = [], []
     for fragment in fragments:
         for view in fragment["state"]["tensors"]:
-            if isinstance(view, _Pieces | dict) and isinstance(values := _get(view), torch.Tensor):
+            if isinstance(view, _Pieces | dict) and isinstance(values := _get(view), Snapshot):
                 kept.append(values)
                 owners.append(view)
         for record in fragment["transfers"]:
-            if isinstance(record, list) and isinstance(record[_VALUES], torch.Tensor):
+            if isinstance(record, list) and isinstance(record[_VALUES], Snapshot):
                 kept.append(record[_VALUES])
                 owners.append(record)
     for owner, values in zip(owners, read_values(kept), strict=True):
@@ -217,7 +250,7 @@ class Tracer:
 
     def transfer(self, op: str, nbytes: int, *, dst: int | None = None, group: str = "world",
                  chunk: int | None = None, tensor: str | None = None,
-                 values: torch.Tensor | list[float] | None = None, start: float = 0.0, end: float = 0.0) -> None:
+                 values: Snapshot | list[float] | None = None, start: float = 0.0, end: float = 0.0) -> None:
         """One message or collective part: its bytes, where it went, when, and its payload's values if small."""
         self.sent[op] += nbytes
         if self.enabled:

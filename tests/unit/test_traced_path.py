@@ -46,7 +46,7 @@ def test_a_traced_send_keeps_a_copy_of_its_payload_and_builds_no_dict_on_the_ops
     payload.add_(1.0)  # the caller may reuse its buffer once the send returned
     [record] = tracer._transfers
     assert isinstance(record, list) and tracer._spans == [record]  # one record stands for the transfer and its span
-    assert isinstance(record[trace._VALUES], torch.Tensor) and record[-2:] == [0.5, 0.75]  # not read yet
+    assert isinstance(record[trace._VALUES], trace.Snapshot) and record[-2:] == [0.5, 0.75]  # not read yet
     tracer.frame("p", "caption")
     trace.seal(made)  # read when the fragment leaves the rank: the payload as it was sent
     assert record[trace._VALUES] == [0.123457, -2.5, 0.0, 3.0]
@@ -130,6 +130,23 @@ def _read(views: list) -> list[dict]:
     fragment = {"state": {"tensors": views}, "transfers": []}
     trace.read_fragments([fragment])
     return fragment["state"]["tensors"]
+
+
+def test_snapshots_keep_any_tensors_values_across_buffers(monkeypatch):
+    """Transposed, bf16, requiring grad, empty: each snapshot reads back as the tensor was, also when the
+    buffers fill up between the snapshots of one batch."""
+    monkeypatch.setattr(trace._Buffers, "SIZE", 10)
+    monkeypatch.setattr(trace, "_buffers", trace._Buffers())
+    g = torch.Generator().manual_seed(1)
+    tensors = [torch.randn(3, 4, generator=g).t(), torch.randn(5, generator=g).bfloat16(),
+               torch.randn(2, 3, generator=g, requires_grad=True), torch.randn(0), torch.randn(12, generator=g),
+               torch.randn(4, generator=g)[::2]]
+    expected = [[round(v, 6) for v in t.detach().float().reshape(-1).tolist()] for t in tensors]
+    kept = [trace.snapshot(t) for t in tensors]
+    for t in tensors:
+        t.data.zero_()  # changed after the op: the snapshots hold what was
+    assert len({id(k.buffer) for k in kept}) > 1
+    assert [_bits(v) for v in trace.read_values(kept)] == [_bits(v) for v in expected]
 
 
 def test_one_pass_over_a_bucket_reads_every_chunk_as_its_own_view_would():
