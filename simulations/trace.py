@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy
 import pydantic_core
@@ -150,58 +150,27 @@ class _Pieces:
         self.values = snapshot(whole, limit=self.numel) if self.numel // n <= limit else None
 
     def views(self) -> list[dict]:
-        """The n TensorViews, as tensor_view of each piece of whole.tensor_split(n) would make them (values read)."""
+        """The n TensorViews, as tensor_view of each piece of whole.tensor_split(n) would make them."""
         values, notes = self.values, self.notes
-        return [{**cut.head, "values": values[cut.start:cut.end] if values is not None and cut.read else None,
-                 "shard": cut.shard, "note": notes[i] if notes else None} for i, cut in enumerate(self._cuts())]
-
-    def json(self) -> bytes:
-        """The n views' JSON items, the bytes pydantic writes for `views()`: each piece's constant parts written
-        once (`_cuts`), its values cut from one write of them all, its note written once per distinct note.
-        (Writing n dicts per ring step on every rank was most of sealing a ring step's fragment.)"""
-        cuts, values, notes = self._cuts(), self.values, self.notes
-        pieces = [values[cut.start:cut.end] if values is not None and cut.read else None for cut in cuts]
-        if all(piece is not None for piece in pieces):  # numbers only, so "],[" is where one list ends
-            written = [b"[" + items + b"]" for items in _to_json(pieces)[2:-2].split(b"],[")]
-        else:
-            written = [_to_json(piece) for piece in pieces]
-        return b",".join(cut.before_values + w + cut.before_note + (_note_json(notes[i]) if notes else b"null") + b"}"
-                         for i, (cut, w) in enumerate(zip(cuts, written, strict=True)))
-
-    def _cuts(self) -> tuple[_Cut, ...]:
-        return _cuts(self.name, self.role, self.numel, self.itemsize, self.n, self.limit)
-
-
-class _Cut(NamedTuple):
-    """One piece of a _Pieces: its view's head, where its values lie in the whole's, whether they travel, its
-    shard, and its view's JSON around the values and the note."""
-    head: dict
-    start: int
-    end: int
-    read: bool
-    shard: tuple[int, int]
-    before_values: bytes
-    before_note: bytes
+        return [{**head, "values": values[start:end] if values is not None and read else None, "shard": shard,
+                 "note": notes[i] if notes else None}
+                for i, (head, start, end, read, shard) in enumerate(
+                    _cuts(self.name, self.role, self.numel, self.itemsize, self.n, self.limit))]
 
 
 @functools.cache
-def _cuts(name: str, role: str, numel: int, itemsize: int, n: int, limit: int) -> tuple[_Cut, ...]:
-    """What does not change from one ring step to the next, for each piece: as tensor_split cuts, the first
+def _cuts(name: str, role: str, numel: int, itemsize: int, n: int, limit: int) -> tuple:
+    """What does not change from one ring step to the next: each piece's name, role, shape and bytes, where its
+    values start and end in the whole's, whether they travel, its shard. As tensor_split cuts: the first
     numel mod n pieces one element longer."""
     size, longer = divmod(numel, n)
     cuts, start = [], 0
     for i in range(n):
         length = size + (i < longer)
         head = {"name": f"{name}[{i}]", "role": role, "shape": [length], "bytes": length * itemsize}
-        cuts.append(_Cut(head, start, start + length, length <= limit, (i, n),
-                         _to_json(head)[:-1] + b',"values":', b',"shard":' + _to_json((i, n)) + b',"note":'))
+        cuts.append((head, start, start + length, length <= limit, (i, n)))
         start += length
     return tuple(cuts)
-
-
-@functools.lru_cache(maxsize=4096)
-def _note_json(note: str | None) -> bytes:
-    return _to_json(note)
 
 
 def shard_views(name: str, role: str, whole: torch.Tensor, n: int, *, notes: Sequence[str | None] | None = None,
@@ -218,8 +187,8 @@ def shard_views(name: str, role: str, whole: torch.Tensor, n: int, *, notes: Seq
 
 
 def read_fragments(fragments: Iterable[dict]) -> None:
-    """Read the values of fragments as the tracer left them, in place: every snapshot's values in one pass
-    (a _Pieces keeps the whole's, cut when written). What was read already stays as it is."""
+    """Make fragments as the tracer left them plain data, in place: every snapshot's values read in one pass,
+    each _Pieces cut into its views. What is already plain stays as it is."""
     fragments = list(fragments)
     kept, owners = [], []
     for fragment in fragments:
@@ -238,14 +207,11 @@ def read_fragments(fragments: Iterable[dict]) -> None:
             owner["values"] = values
         else:
             owner.values = values
-
-
-def _plain(state: dict) -> dict:
-    """A rank's state with each _Pieces as its views: a RankState's shape."""
-    if not any(isinstance(view, _Pieces) for view in state["tensors"]):
-        return state
-    return {**state, "tensors": [v for view in state["tensors"]
-                                 for v in (view.views() if isinstance(view, _Pieces) else (view,))]}
+    for fragment in fragments:
+        state = fragment["state"]
+        if any(isinstance(view, _Pieces) for view in state["tensors"]):
+            state["tensors"] = [v for view in state["tensors"]
+                                for v in (view.views() if isinstance(view, _Pieces) else (view,))]
 
 
 def _get(view: _Pieces | dict):
@@ -346,7 +312,7 @@ def _document(fragments: list[dict]) -> dict:
     lead = fragments[0]
     return {
         "index": lead["index"], "phase": lead["phase"], "caption": lead["caption"],
-        "ranks": [_plain(f["state"]) for f in fragments],
+        "ranks": [f["state"] for f in fragments],
         "transfers": [_transfer(f["rank"], t) if isinstance(t, list) else t for f in fragments for t in f["transfers"]],
         "spans": [_comm_span(f["rank"], s) if isinstance(s, list) else s for f in fragments for s in f["spans"]],
         "extra": lead["extra"],
@@ -375,41 +341,25 @@ def seal(fragments: list[dict]) -> list[dict]:
     read_fragments(fragments)  # the batch's values, in one pass
     sealed = []
     for fragment in fragments:
-        rank = fragment["rank"]
+        document = _document([fragment])
         try:
-            parts = _parts(fragment, rank)
+            parts = _parts(document, lead=fragment["rank"] == 0)
         except pydantic_core.PydanticSerializationError:
-            document = Frame.model_validate(frame_document([fragment])).model_dump(mode="json")
-            parts = _parts({**document, "state": document["ranks"][0]}, rank)
-        sealed.append({"index": fragment["index"], "rank": rank, **parts})
+            parts = _parts(Frame.model_validate(document).model_dump(mode="json"), lead=fragment["rank"] == 0)
+        sealed.append({"index": fragment["index"], "rank": fragment["rank"], **parts})
     return sealed
 
 
-def _parts(fragment: dict, rank: int) -> dict[str, bytes]:
-    """One rank's fragment (values read) -> the JSON of what `encode_frame` joins: the rank's state, its
-    transfers and spans (array items, no brackets), and for rank 0, which speaks for them, the head
-    (`{"index":…,"caption":…` without its closing brace) and the extra. Each transfer record becomes its
-    Transfer and its comm Span here, off the op's path."""
-    transfers = [_transfer(rank, t) if isinstance(t, list) else t for t in fragment["transfers"]]
-    spans = [_comm_span(rank, s) if isinstance(s, list) else s for s in fragment["spans"]]
-    parts = {"state": _state_json(fragment["state"]), "transfers": _to_json(transfers)[1:-1],
-             "spans": _to_json(spans)[1:-1]}
-    if rank == 0:
-        parts["head"] = _to_json({key: fragment[key] for key in ("index", "phase", "caption")})[:-1]
-        parts["extra"] = _to_json(fragment["extra"])
+def _parts(document: dict, lead: bool) -> dict[str, bytes]:
+    """One rank's frame document -> the JSON of what `encode_frame` joins: the rank's state, its transfers and
+    spans (array items, no brackets), and for the lead (rank 0) the head (`{"index":…,"caption":…` without its
+    closing brace) and the extra."""
+    parts = {"state": _to_json(document["ranks"][0]), "transfers": _to_json(document["transfers"])[1:-1],
+             "spans": _to_json(document["spans"])[1:-1]}
+    if lead:
+        parts["head"] = _to_json({key: document[key] for key in ("index", "phase", "caption")})[:-1]
+        parts["extra"] = _to_json(document["extra"])
     return parts
-
-
-def _state_json(state: dict) -> bytes:
-    """A RankState's JSON as the model writes it (its fields in the tracer's order, which is the model's);
-    a _Pieces among its tensors writes its own views."""
-    tensors = state["tensors"]
-    if not any(isinstance(view, _Pieces) for view in tensors):
-        return _to_json(state)
-    views = b",".join(view.json() if isinstance(view, _Pieces) else _to_json(view) for view in tensors)
-    rest = {key: value for key, value in state.items() if key not in ("rank", "tensors")}
-    return (b'{"rank":' + _to_json(state["rank"]) + b',"tensors":[' + views
-            + (b"]," + _to_json(rest)[1:] if rest else b"]}"))
 
 
 def encode_frame(sealed: list[dict]) -> bytes:
