@@ -150,12 +150,12 @@ def test_snapshots_keep_any_tensors_values_across_buffers(monkeypatch):
 
 
 def test_one_pass_over_a_bucket_reads_every_chunk_as_its_own_view_would():
-    for numel, n in [(7, 3), (64, 8), (130, 8), (513, 8), (520, 8), (600, 8), (5, 1)]:
+    for numel, n in [(7, 3), (64, 8), (130, 8), (513, 8), (520, 8), (600, 8), (5, 1), (0, 3), (2, 4)]:
         whole = torch.randn(numel, generator=torch.Generator().manual_seed(numel))
-        notes = [f"part {i}" for i in range(n)]
+        notes = [f"part {i}" for i in range(n)] if n != 8 else None
         with trace.using(trace.Tracer(rank=0, t0=0.0)):
             views = trace.shard_views("bucket", "gradients", whole, n, notes=notes)
-            each = [trace.tensor_view(f"bucket[{i}]", "gradients", piece, shard=(i, n), note=notes[i])
+            each = [trace.tensor_view(f"bucket[{i}]", "gradients", piece, shard=(i, n), note=notes and notes[i])
                     for i, piece in enumerate(whole.tensor_split(n))]
         original = whole.clone()
         whole.add_(1.0)  # the next ring step changes the bucket: the views show it as it was
