@@ -36,7 +36,7 @@ def run(schedule: str, p: int, m: int, v: int, duration: dict[str, list[float]],
     `hop`: seconds for an activation or a gradient to reach the next rank (none within a rank).
     """
     laid = lay_out(rank_orders(schedule, p, m, v), p * v, lambda a: duration[a.kind][a.stage],
-                   lambda needed, a: hop if needed.stage % p != a.stage % p else 0.0)
+                   lambda needed, a: hop if needed.stage % p != a.stage % p else 0.0, record=keep_spans)
     spans = [(r, a, laid.starts[a], laid.ends[a]) for r, a in laid.laid] if keep_spans else []
     return Timed(max(laid.ends.values()), laid.busy, spans)
 

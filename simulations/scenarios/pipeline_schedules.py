@@ -151,18 +151,19 @@ def bubble_formula(schedule: str, p: int, m: int, v: int = 1) -> tuple[int, int]
 
 
 class LaidOut(NamedTuple):
-    starts: dict[Action, float]  # when each action starts
+    starts: dict[Action, float]  # when each action starts (empty unless asked: `record`)
     ends: dict[Action, float]  # when it ends
     busy: list[float]  # per rank: the sum of its actions' lengths
-    laid: list[tuple[int, Action]]  # (rank, action) in the order they were laid out
+    laid: list[tuple[int, Action]]  # (rank, action) in the order they were laid out (empty unless asked)
 
 
 def lay_out(orders: list[list[Action]], num_stages: int, length: Callable[[Action], float],
-            hop: Callable[[Action, Action], float] | None = None) -> LaidOut:
+            hop: Callable[[Action, Action], float] | None = None, record: bool = True) -> LaidOut:
     """Lay the ranks' ordered actions out on one processor per rank: an action starts when its rank is free
     and what it depends on (`depends_on`: the activation from the stage before, the gradient from the stage
     after) has finished, plus `hop(needed, action)`, the time that result takes to reach it (none if not
-    given). `length(action)`: how long the action runs.
+    given). `length(action)`: how long the action runs. `record`: keep each action's start and the order they
+    were laid out in (a makespan needs only the ends: the estimator's layout search times thousands of schedules).
 
     The live pipeline's replay of its measured durations and the estimator's schedule timing both stand on
     this one clock (`replay`, simulations.estimate.schedule.run)."""
@@ -187,10 +188,11 @@ def lay_out(orders: list[list[Action]], num_stages: int, length: Callable[[Actio
                     ready = done + hop(needed, action) if hop is not None else done
                 start = max(free[r], ready)
                 took = length(action)
-                starts[action] = start
                 free[r] = ends[action] = start + took
                 busy[r] += took
-                laid.append((r, action))
+                if record:
+                    starts[action] = start
+                    laid.append((r, action))
                 position[r] += 1
                 remaining -= 1
                 progressed = True

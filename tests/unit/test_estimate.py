@@ -649,3 +649,17 @@ def test_ring_attention_backward_takes_the_hops_its_bytes_count():
     hop = send(block, True, c)
     assert lt.cp_forward == pytest.approx(3 * hop, rel=1e-12)
     assert lt.cp_backward == pytest.approx((3 + 4) * hop, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind,v", [("1f1b", 1), ("interleaved_1f1b", 2), ("zero_bubble", 1)])
+def test_a_timed_schedule_without_spans_keeps_the_same_clock(kind, v):
+    """The layout search times schedules without keeping spans: the same makespan and busy time as with them,
+    and the spans kept agree with it (each action's end is its start plus its length)."""
+    p, m = 4, 8
+    durations = {k: [0.5 + 0.25 * s + (k == "B") for s in range(p * v)] for k in "FBW"}
+    kept = schedule.run(kind, p, m, v, durations, hop=0.125, keep_spans=True)
+    bare = schedule.run(kind, p, m, v, durations, hop=0.125)
+    assert (bare.makespan, bare.busy, bare.spans) == (kept.makespan, kept.busy, [])
+    assert len(kept.spans) == p * m * v * (3 if kind == "zero_bubble" else 2)
+    assert max(end for *_, end in kept.spans) == kept.makespan
+    assert all(end == pytest.approx(start + durations[a.kind][a.stage]) for _, a, start, end in kept.spans)
