@@ -363,3 +363,21 @@ def test_every_frame_stays_reachable_through_the_toggle(browser, site):
         assert page.evaluate(f"() => [{player}.stepIndex, {player}.index]") == [1, 1]
     finally:
         context.close()
+
+
+def test_communication_inside_a_compute_span_stays_visible_above_it(browser, site):
+    """HSDP's all-gathers run inside forward and backward, whose spans end later and come in later frames: at the
+    last step every comm bar is drawn after (so above) the compute bars, not covered by the backward that encloses
+    it (it was: the last step's timeline showed no communication at all)."""
+    slide = "hsdp-live"
+    context, page = open_page(browser, reduced=True)
+    try:
+        go(page, site.export_url, slide)
+        last = page.evaluate("() => window.distdeck.position().stepCount") - 1
+        go(page, site.export_url, slide, last)
+        kinds = page.evaluate(f"() => Array.from(document.querySelectorAll('#{slide} .sim-view-timeline g.span:not(.legend)'))"
+                              ".map(g => g.classList.contains('span-comm') ? 'comm' : 'compute')")
+        assert "comm" in kinds and "compute" in kinds
+        assert kinds == sorted(kinds, key=lambda kind: kind == "comm"), kinds
+    finally:
+        context.close()

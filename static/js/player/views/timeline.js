@@ -32,15 +32,19 @@ export function render(svg, { frames, index, meta, size }) {
 
   // A recompute (activation checkpointing) is compute too, but the point of its slide: its own colour.
   const kindOf = (s) => (s.name === 'recompute' ? 'recompute' : s.kind);
-  const spanY = (s) => y(s.rank) + (s.kind === 'comm' || kindOf(s) === 'recompute' ? lane * 0.45 : lane * 0.12);
-  const spanH = (s) => (s.kind === 'comm' || kindOf(s) === 'recompute' ? lane * 0.42 : lane * 0.76);
+  // Communication and recompute run inside a compute span (an all-gather inside backward): a thinner bar.
+  const nested = (s) => s.kind === 'comm' || kindOf(s) === 'recompute';
+  const spanY = (s) => y(s.rank) + (nested(s) ? lane * 0.45 : lane * 0.12);
+  const spanH = (s) => (nested(s) ? lane * 0.42 : lane * 0.76);
   // What later frames will time: outlines, under the spans (a span fades in over its outline).
   svg.append('g').attr('class', 'spans-ahead').selectAll('rect').data(all.filter((s) => s.frame > index)).join('rect')
     .attr('class', 'span-ahead').attr('x', (s) => x(s.start)).attr('width', (s) => Math.max(1.5, x(s.end) - x(s.start)))
     .attr('y', spanY).attr('height', spanH);
-  const spans = svg.append('g').selectAll('g').data(shown).join('g')
+  // Nested spans are drawn after the others, so they lie on top of their parent: a parent ends after what it
+  // encloses and comes in a later frame, and drawn in frame order it covered them (HSDP's last step showed
+  // no communication at all).
+  const spans = svg.append('g').selectAll('g').data(d3.sort(shown, (s) => nested(s))).join('g')
     .attr('class', (s) => `span span-${kindOf(s)}${s.frame === index ? ' current' : ''}`);
-  // Nested spans (a comm inside backward) are drawn thinner on top of their parent.
   spans.append('rect').attr('data-key', (s) => s.key)
     .attr('x', (s) => x(s.start)).attr('width', (s) => Math.max(1.5, x(s.end) - x(s.start)))
     .attr('y', spanY).attr('height', spanH)
