@@ -193,7 +193,8 @@ def read_fragments(fragments: Iterable[dict]) -> None:
     kept, owners = [], []
     for fragment in fragments:
         for view in fragment["state"]["tensors"]:
-            if isinstance(view, _Pieces | dict) and isinstance(values := _get(view), Snapshot):
+            values = view.values if isinstance(view, _Pieces) else view["values"]
+            if isinstance(values, Snapshot):
                 kept.append(values)
                 owners.append(view)
         for record in fragment["transfers"]:
@@ -212,10 +213,6 @@ def read_fragments(fragments: Iterable[dict]) -> None:
         if any(isinstance(view, _Pieces) for view in state["tensors"]):
             state["tensors"] = [v for view in state["tensors"]
                                 for v in (view.views() if isinstance(view, _Pieces) else (view,))]
-
-
-def _get(view: _Pieces | dict):
-    return view["values"] if isinstance(view, dict) else view.values
 
 
 class Tracer:
@@ -341,11 +338,11 @@ def seal(fragments: list[dict]) -> list[dict]:
     read_fragments(fragments)  # the batch's values, in one pass
     sealed = []
     for fragment in fragments:
-        document = _document([fragment])
+        document, lead = _document([fragment]), fragment["rank"] == 0
         try:
-            parts = _parts(document, lead=fragment["rank"] == 0)
+            parts = _parts(document, lead)
         except pydantic_core.PydanticSerializationError:
-            parts = _parts(Frame.model_validate(document).model_dump(mode="json"), lead=fragment["rank"] == 0)
+            parts = _parts(Frame.model_validate(document).model_dump(mode="json"), lead)
         sealed.append({"index": fragment["index"], "rank": fragment["rank"], **parts})
     return sealed
 
